@@ -1,0 +1,133 @@
+// backend/backend.h — the op interface that models are written against (DESIGN.md layer "backend").
+// Owns: the Tensor view, the Backend interface (memory + a closed set of ops). Each backend lives in its
+// own folder (cpu/, later cuda/, metal/) with one file per op of the same name in every backend.
+// Must not: know about models, files, samplers or requests. Kernels never allocate, log, synchronise or
+// read files: callers pass buffers (planned at load time) and the backend's stream.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace helium {
+
+// A non-owning view of a row-major tensor in some backend's memory; shape is outermost first.
+struct Tensor {
+  void* data = nullptr;
+  DType dtype = DType::F32;
+  int rank = 0;
+  std::array<int64_t, 4> shape{};
+
+  Tensor() = default;
+  Tensor(void* data_, DType dtype_, std::initializer_list<int64_t> dims) : data(data_), dtype(dtype_) {
+    for (int64_t d : dims) shape[rank++] = d;
+  }
+  int64_t dim(int i) const { return shape[i < 0 ? rank + i : i]; }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank; ++i) n *= shape[i];
+    return n;
+  }
+  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_bytes(dtype); }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data);
+  }
+  // The first `rows` rows (outermost dimension) of this tensor.
+  Tensor first_rows(int64_t rows) const {
+    Tensor t = *this;
+    t.shape[0] = rows;
+    return t;
+  }
+  // Row `i` onward, keeping the other dimensions.
+  Tensor rows_from(int64_t i) const {
+    Tensor t = *this;
+    t.data = static_cast<uint8_t*>(data) + static_cast<size_t>(i) * (bytes() / shape[0]);
+    t.shape[0] -= i;
+    return t;
+  }
+  std::string shape_string() const;
+};
+
+// Memory owned by a backend; freed when the last reference goes.
+class DeviceBuffer {
+ public:
+  virtual ~DeviceBuffer() = default;
+  virtual void* data() = 0;
+  virtual size_t bytes() const = 0;
+};
+
+// Rotary embedding parameters, host side; inv_freq is uploaded as an F32 tensor of rot_dim/2 values.
+// x[..., i] and x[..., i + rot_dim/2] rotate together (NeoX / rotate_half style); dims >= rot_dim pass.
+struct RopeParams {
+  int head_dim = 0;
+  int rot_dim = 0;                 // even, <= head_dim
+  float attention_scaling = 1.0f;  // multiplies cos and sin (YaRN's mscale; 1 otherwise)
+};
+
+// Which KV-cache slots each row attends to: row r visits slots[row_offsets[r] .. row_offsets[r+1]) in
+// increasing logical position (for a tree node: its prompt, its ancestors, itself). Both are I32 tensors
+// in the backend's memory.
+struct AttentionLayout {
+  Tensor row_offsets;  // (rows + 1)
+  Tensor slots;        // (total)
+};
+
+struct AttentionShape {
+  int n_heads = 0;     // query heads
+  int n_kv_heads = 0;  // query head h uses kv head h / (n_heads / n_kv_heads)
+  int head_dim = 0;
+  float scale = 0.0f;  // softmax scale, usually 1/sqrt(head_dim)
+};
+
+// The op interface. All ops are enqueued on the backend's stream in call order; the CPU backend runs
+// them eagerly. Activations are F32 unless stated. Row-major shapes are given per op.
+// Batch invariance (DESIGN.md invariant 2): for every op, output row i depends only on input row i (and
+// the weights/cache), with a reduction order fixed by the shapes, never by the row count or threads.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // Memory. Buffers are planned at load time; nothing below allocates.
+  virtual Result<std::shared_ptr<DeviceBuffer>> allocate(size_t bytes) = 0;
+  // Makes host memory (e.g. an mmapped weight) usable by ops. The CPU backend returns a view of `host`
+  // itself (zero copy; the caller keeps it alive); a GPU backend copies into device memory it owns and
+  // returns a view of that.
+  virtual Result<Tensor> import_weight(const Tensor& host) = 0;
+  virtual void copy_to_device(Tensor dst, const void* host) = 0;  // dst.bytes() bytes
+  virtual void copy_to_host(void* host, const Tensor& src) = 0;   // src.bytes() bytes
+  virtual void synchronize() = 0;
+
+  // out(rows, dim) = table(vocab, dim)[ids(rows) I32]; table F32/F16/BF16.
+  virtual void embedding(const Tensor& table, const Tensor& ids, Tensor out) = 0;
+  // y(rows, n) = x(rows, k) · w(n, k)ᵀ [+ bias(n)]; w F32/F16/BF16, f32 accumulation. bias may be empty.
+  virtual void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) = 0;
+  // y(rows, dim) = x / rms(x) * w (zero_centred: * (1 + w)); w (dim) any float dtype. x may be viewed as
+  // (rows * heads, head_dim) for per-head norms. y may alias x.
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, bool zero_centred, Tensor y) = 0;
+  // In place on x(rows, heads * head_dim) with positions(rows) I32 and inv_freq(rot_dim/2) F32.
+  virtual void rope(Tensor x, int heads, const Tensor& positions, const Tensor& inv_freq,
+                    const RopeParams& params) = 0;
+  // k_cache/v_cache(slots, n_kv_heads * head_dim)[slots(rows)] = k/v(rows, n_kv_heads * head_dim).
+  virtual void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor k_cache,
+                        Tensor v_cache) = 0;
+  // out(rows, n_heads * head_dim) = softmax(q kᵀ · scale) v over the slots of each row (AttentionLayout).
+  virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                         const AttentionShape& shape, const AttentionLayout& layout, Tensor out) = 0;
+  // out(rows, n) = silu(gate(rows, n)) * up(rows, n); out may alias gate.
+  virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor out) = 0;
+  // out = a + b, elementwise, same shapes; out may alias a.
+  virtual void add(const Tensor& a, const Tensor& b, Tensor out) = 0;
+  // out(n, dim) = x(rows, dim)[index(n) I32].
+  virtual void gather_rows(const Tensor& x, const Tensor& index, Tensor out) = 0;
+};
+
+}  // namespace helium
