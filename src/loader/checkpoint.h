@@ -1,0 +1,94 @@
+// loader/checkpoint.h — a checkpoint directory as the engine sees it, whatever the file format.
+// Owns: reading config.json / generation_config.json and the weight files (safetensors, single or
+// sharded through model.safetensors.index.json) into a format-neutral WeightMap of mmapped host tensors.
+// Must not: know model families (the models layer maps names to its weight structs), or touch devices.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/mapped_file.h"
+#include "core/status.h"
+
+namespace helium {
+
+struct WeightInfo {
+  std::string name;
+  std::string file;  // the file it came from, for error messages
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;  // inside an mmapped file, kept alive by the WeightMap
+  size_t bytes = 0;
+};
+
+// Tensors by name. Lookups that fail name the tensor and the checkpoint.
+class WeightMap {
+ public:
+  const WeightInfo* find(const std::string& name) const;
+  bool contains(const std::string& name) const { return find(name) != nullptr; }
+  // The tensor `name` as a host Tensor view, checked against `shape` (any float dtype);
+  // an error names the tensor, its file, and the expected and actual shape/dtype.
+  Result<Tensor> get(const std::string& name, const std::vector<int64_t>& shape) const;
+  std::vector<std::string> names() const;
+  size_t size() const { return tensors_.size(); }
+  size_t total_bytes() const;
+
+  // Used by the loaders (and by tests that build maps in memory).
+  void add(WeightInfo info) { tensors_[info.name] = std::move(info); }
+  void keep_alive(std::shared_ptr<const void> owner) { owners_.push_back(std::move(owner)); }
+  const std::string& origin() const { return origin_; }
+  void set_origin(std::string origin) { origin_ = std::move(origin); }
+
+ private:
+  std::map<std::string, WeightInfo> tensors_;
+  std::vector<std::shared_ptr<const void>> owners_;
+  std::string origin_;  // the checkpoint directory, for messages
+};
+
+// generation_config.json, with the defaults Hugging Face applies when a key is absent.
+struct GenerationConfig {
+  std::vector<int32_t> eos_token_ids;  // eos_token_id may be a number or a list
+  std::optional<int32_t> bos_token_id;
+  std::optional<int32_t> pad_token_id;
+  std::optional<float> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int32_t> top_k;
+  std::optional<bool> do_sample;
+};
+
+struct Checkpoint {
+  std::string dir;
+  nlohmann::json config;       // the text model's config: `text_config` when nested, else the top level
+  nlohmann::json full_config;  // config.json as written
+  std::string model_type;      // of the text model (config["model_type"])
+  GenerationConfig generation;
+  WeightMap weights;
+};
+
+// Loads config.json, generation_config.json (optional) and the weights of `dir`.
+Result<Checkpoint> load_checkpoint(const std::string& dir);
+
+// Parses one safetensors file into `map` (its tensors and an owner keeping the mapping alive). Errors
+// name the file and, where one is at fault, the tensor.
+Status load_safetensors(const std::string& path, WeightMap& map);
+
+// Parses config.json's text (resolving nested text_config) and generation_config.json's text.
+Result<nlohmann::json> parse_text_config(const std::string& config_json, const std::string& origin);
+Result<GenerationConfig> parse_generation_config(const std::string& json_text, const std::string& origin);
+
+// Writes tensors as a safetensors file (used by tests and by tools that build checkpoints).
+struct TensorToWrite {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  const void* data;
+};
+Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                         const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace helium
