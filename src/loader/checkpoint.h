@@ -33,13 +33,15 @@ class WeightMap {
   const WeightInfo* find(const std::string& name) const;
   bool contains(const std::string& name) const { return find(name) != nullptr; }
   // The tensor `name` as a host Tensor view, checked against `shape` (any float dtype);
-  // an error names the tensor, its file, and the expected and actual shape/dtype.
+  // an error names the tensor, its file, and the expected and actual shape/dtype. The view points into a
+  // read-only mapping (Tensor has no const flavour): writing through it faults.
   Result<Tensor> get(const std::string& name, const std::vector<int64_t>& shape) const;
   std::vector<std::string> names() const;
   size_t size() const { return tensors_.size(); }
   size_t total_bytes() const;
 
-  // Used by the loaders (and by tests that build maps in memory).
+  // Used by the loaders (and by tests that build maps in memory). add() replaces an entry of the same
+  // name; the loaders check contains() first so that a checkpoint never overwrites a tensor silently.
   void add(WeightInfo info) { tensors_[info.name] = std::move(info); }
   void keep_alive(std::shared_ptr<const void> owner) { owners_.push_back(std::move(owner)); }
   const std::string& origin() const { return origin_; }
@@ -68,6 +70,9 @@ struct Checkpoint {
   std::string model_type;      // of the text model (config["model_type"])
   GenerationConfig generation;
   WeightMap weights;
+  // Problems that do not stop loading (e.g. a shard holds a tensor the index does not list), for the
+  // caller to log: the loader itself does not log.
+  std::vector<std::string> warnings;
 };
 
 // Loads config.json, generation_config.json (optional) and the weights of `dir`.
@@ -76,6 +81,22 @@ Result<Checkpoint> load_checkpoint(const std::string& dir);
 // Parses one safetensors file into `map` (its tensors and an owner keeping the mapping alive). Errors
 // name the file and, where one is at fault, the tensor.
 Status load_safetensors(const std::string& path, WeightMap& map);
+
+// One safetensors header, parsed and validated against a buffer of `size` bytes (the whole file).
+struct SafetensorsTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // byte offsets relative to the start of the data region
+};
+struct SafetensorsHeader {
+  uint64_t data_offset = 0;  // where the data region starts in the file: 8 + header length
+  uint64_t data_bytes = 0;   // bytes from data_offset to the end of the file
+  std::vector<SafetensorsTensor> tensors;  // in data order (by begin offset)
+  std::map<std::string, std::string> metadata;
+};
+// `file` is only used in messages. Never reads outside [bytes, bytes + size).
+Result<SafetensorsHeader> parse_safetensors(const uint8_t* bytes, size_t size, const std::string& file);
 
 // Parses config.json's text (resolving nested text_config) and generation_config.json's text.
 Result<nlohmann::json> parse_text_config(const std::string& config_json, const std::string& origin);
