@@ -1,0 +1,26 @@
+// cli/main.cpp — the `helium` command: argument parsing and printing only; the work is the engine's.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"helium — local LLM inference engine"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("helium ") + HELIUM_VERSION);
+  helium::cli::RunOptions run;
+  helium::cli::add_run_command(app, run);
+  helium::cli::InfoOptions info;
+  helium::cli::add_info_command(app, info);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (app.got_subcommand("run")) return helium::cli::run_command(run);
+  if (app.got_subcommand("info")) return helium::cli::info_command(info);
+  return 1;
+}

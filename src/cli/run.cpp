@@ -1,0 +1,110 @@
+#include <cstdio>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "engine/engine.h"
+
+namespace helium::cli {
+namespace {
+
+// Formats one user message with the chat markers the tokenizer has. The full Jinja chat templates are
+// rendered by the server's chat layer; here the two marker families of the supported models suffice.
+Result<std::string> single_turn_chat(const Tokenizer& tok, const std::string& user) {
+  if (tok.token_to_id("<|im_start|>") && tok.token_to_id("<|im_end|>"))
+    return "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
+  if (tok.token_to_id("<|start_header_id|>") && tok.token_to_id("<|eot_id|>")) {
+    std::string bos = tok.token_to_id("<|begin_of_text|>") ? "<|begin_of_text|>" : "";
+    return bos + "<|start_header_id|>user<|end_header_id|>\n\n" + user +
+           "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+  }
+  return Status::error("--chat: this tokenizer has neither ChatML nor Llama 3 chat markers");
+}
+
+}  // namespace
+
+std::string default_model_path() { return std::string(HELIUM_SOURCE_DIR) + "/" + HELIUM_DEFAULT_MODEL; }
+
+void add_run_command(CLI::App& app, RunOptions& o) {
+  CLI::App* run = app.add_subcommand("run", "Generate text from a prompt, streaming it to stdout");
+  run->add_option("-m,--model", o.model, "Model directory (config.json, weights, tokenizer.json); default: the embedded model");
+  run->add_option("-p,--prompt", o.prompt, "Prompt text")->required();
+  run->add_flag("--chat", o.chat, "Wrap the prompt as one user turn of the model's chat format");
+  run->add_option("-n,--max-tokens", o.max_new_tokens, "Tokens to generate at most")->check(CLI::NonNegativeNumber);
+  run->add_option("--seed", o.seed, "Random seed (the token at position t uses philox(seed, t))");
+  run->add_option("--temp,--temperature", o.temperature, "Sampling temperature; 0 = greedy")->check(CLI::NonNegativeNumber);
+  run->add_option("--top-p", o.top_p, "Nucleus sampling mass (1 = off)")->check(CLI::Range(0.0, 1.0));
+  run->add_option("--top-k", o.top_k, "Keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
+  run->add_option("--min-p", o.min_p, "Drop tokens below min-p times the top probability")->check(CLI::Range(0.0, 1.0));
+  run->add_option("--repeat-penalty", o.repetition_penalty, "Repetition penalty over prompt and output (1 = off)");
+  run->add_option("--presence-penalty", o.presence_penalty, "OpenAI presence penalty");
+  run->add_option("--frequency-penalty", o.frequency_penalty, "OpenAI frequency penalty");
+  run->add_option("--stop", o.stop, "Stop string (repeatable)");
+  run->add_flag("--ignore-eos", o.ignore_eos, "Keep generating past end-of-sequence tokens");
+  run->add_option("-t,--threads", o.threads, "CPU threads (0 = all)")->check(CLI::NonNegativeNumber);
+  run->add_option("-c,--ctx-size", o.context, "Context length in tokens (0 = the model's, at most 32768)");
+  run->add_option("--device", o.device, "Device to run on")->check(CLI::IsMember({"cpu"}));
+  run->add_flag("--show-ids", o.show_ids, "Print the prompt and generated token ids to stderr");
+}
+
+int run_command(const RunOptions& o) {
+  EngineOptions eo;
+  eo.device = o.device;
+  eo.threads = o.threads;
+  eo.context = o.context;
+  const std::string model = o.model.empty() ? default_model_path() : o.model;
+  auto engine = Engine::load(model, eo);
+  if (!engine.is_ok()) {
+    std::cerr << "helium: " << engine.error_message() << "\n";
+    return 1;
+  }
+  Engine& e = *engine.value();
+  std::string text = o.prompt;
+  if (o.chat) {
+    auto chat = single_turn_chat(e.tokenizer(), o.prompt);
+    if (!chat.is_ok()) {
+      std::cerr << "helium: " << chat.error_message() << "\n";
+      return 1;
+    }
+    text = chat.value();
+  }
+  GenerationRequest req;
+  req.prompt = e.tokenizer().encode(text, /*add_special_tokens=*/true);
+  req.max_new_tokens = o.max_new_tokens;
+  req.sampling.temperature = o.temperature;
+  req.sampling.top_p = o.top_p;
+  req.sampling.top_k = o.top_k;
+  req.sampling.min_p = o.min_p;
+  req.sampling.repetition_penalty = o.repetition_penalty;
+  req.sampling.presence_penalty = o.presence_penalty;
+  req.sampling.frequency_penalty = o.frequency_penalty;
+  req.sampling.seed = o.seed;
+  req.stop_strings = o.stop;
+  req.ignore_eos = o.ignore_eos;
+  if (!o.chat) std::cout << o.prompt;
+  std::cout.flush();
+  auto result = e.generate(req, [](int32_t, std::string_view piece) {
+    std::cout << piece;
+    std::cout.flush();
+    return true;
+  });
+  std::cout << "\n";
+  if (!result.is_ok()) {
+    std::cerr << "helium: " << result.error_message() << "\n";
+    return 1;
+  }
+  const GenerationResult& r = result.value();
+  if (o.show_ids) {
+    std::cerr << "prompt ids:";
+    for (int32_t t : req.prompt) std::cerr << ' ' << t;
+    std::cerr << "\ngenerated ids:";
+    for (int32_t t : r.tokens) std::cerr << ' ' << t;
+    std::cerr << "\n";
+  }
+  std::fprintf(stderr, "prompt: %d tokens, %.1f tok/s | generation: %zu tokens, %.1f tok/s | finish: %s | %s\n",
+               r.prompt_tokens, r.prefill_seconds > 0 ? r.prompt_tokens / r.prefill_seconds : 0.0, r.tokens.size(),
+               r.decode_seconds > 0 ? r.tokens.size() / r.decode_seconds : 0.0, r.finish_reason.c_str(),
+               e.backend_name().c_str());
+  return 0;
+}
+
+}  // namespace helium::cli

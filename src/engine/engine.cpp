@@ -1,0 +1,145 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "backend/cpu/cpu_backend.h"
+#include "models/config_reader.h"
+#include "sample/philox.h"
+
+namespace helium {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Frees a sequence's KV slots when a request ends, however it ends.
+struct SequenceGuard {
+  KvCache& kv;
+  int32_t seq;
+  ~SequenceGuard() { kv.free_sequence(seq); }
+};
+
+}  // namespace
+
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::load(const std::string& model_dir, const EngineOptions& options) {
+  std::unique_ptr<Engine> e(new Engine());
+  HELIUM_ASSIGN_OR_RETURN(e->checkpoint_, load_checkpoint(model_dir));
+  if (options.device == "cpu") {
+    e->backend_ = std::make_unique<CpuBackend>(options.threads);
+  } else {
+    return Status::error("device '" + options.device + "' is not available in this build (available: cpu)");
+  }
+  HELIUM_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::from_dir(model_dir));
+  int64_t context = options.context;
+  if (context <= 0) {
+    ConfigReader r(e->checkpoint_.config, model_dir + "/config.json");
+    context = std::min<int64_t>(r.integer_or("max_position_embeddings", 4096), 32768);
+  }
+  ModelOptions mo;
+  mo.max_rows = options.max_rows;
+  mo.max_context = context;
+  HELIUM_ASSIGN_OR_RETURN(e->model_, load_model(e->checkpoint_, *e->backend_, mo));
+  HELIUM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(*e->backend_, e->model_->kv_spec(), context, options.kv_dtype));
+  e->eos_ids_ = e->checkpoint_.generation.eos_token_ids;
+  if (auto eos = e->tokenizer_->eos_token_id(); eos && std::find(e->eos_ids_.begin(), e->eos_ids_.end(), *eos) == e->eos_ids_.end())
+    e->eos_ids_.push_back(*eos);
+  return e;
+}
+
+Status Engine::prefill(int32_t seq, std::span<const int32_t> prompt, std::vector<float>& logits) {
+  const int64_t vocab = model_->info().vocab_size;
+  logits.resize(static_cast<size_t>(vocab));
+  const int max_rows = model_->max_rows();
+  for (size_t begin = 0; begin < prompt.size(); begin += max_rows) {
+    const size_t end = std::min(prompt.size(), begin + max_rows);
+    Batch batch;
+    for (size_t i = begin; i < end; ++i)
+      batch.add(prompt[i], static_cast<int32_t>(i), seq, /*logits=*/i + 1 == prompt.size());
+    HELIUM_RETURN_IF_ERROR(kv_->plan(batch));
+    std::span<float> out = end == prompt.size() ? std::span<float>(logits) : std::span<float>();
+    HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), out));
+  }
+  return Status::ok();
+}
+
+Result<GenerationResult> Engine::generate(const GenerationRequest& req, const TokenCallback& on_token) {
+  const int64_t vocab = model_->info().vocab_size;
+  if (req.prompt.empty()) return Status::error("the prompt is empty");
+  for (int32_t t : req.prompt)
+    if (t < 0 || t >= vocab) return Status::error("prompt token " + std::to_string(t) + " is outside the vocabulary");
+  if (std::string bad = validate_sampling(req.sampling, vocab); !bad.empty()) return Status::error(bad);
+  if (req.max_new_tokens < 0) return Status::error("max_new_tokens must be >= 0");
+  const int64_t prompt_len = static_cast<int64_t>(req.prompt.size());
+  if (prompt_len + 1 > context())
+    return Status::error("the prompt has " + std::to_string(prompt_len) + " tokens; the context holds " +
+                         std::to_string(context()) + " (room for at least one more token is needed)");
+  if (prompt_len + 1 > kv_->free_slots())
+    return Status::error("the KV cache has " + std::to_string(kv_->free_slots()) + " free positions, the prompt needs " +
+                         std::to_string(prompt_len + 1));
+
+  GenerationResult result;
+  result.prompt_tokens = static_cast<int>(prompt_len);
+  const int32_t seq = kv_->new_sequence();
+  SequenceGuard guard{*kv_, seq};
+
+  std::vector<float> logits;
+  auto t0 = std::chrono::steady_clock::now();
+  HELIUM_RETURN_IF_ERROR(prefill(seq, req.prompt, logits));
+  result.prefill_seconds = seconds_since(t0);
+
+  std::vector<int32_t> stops = req.stop_tokens;
+  if (!req.ignore_eos) stops.insert(stops.end(), eos_ids_.begin(), eos_ids_.end());
+  std::vector<int32_t> context_tokens = req.prompt;
+  IncrementalDetokenizer detok(tokenizer_, /*skip_special_tokens=*/false);
+  StopStrings stop_strings(req.stop_strings);
+  size_t emitted = 0;
+  SamplerScratch scratch;
+  const int64_t limit = std::min<int64_t>(req.max_new_tokens, context() - prompt_len);
+  result.finish_reason = "length";
+  auto t1 = std::chrono::steady_clock::now();
+
+  for (int64_t i = 0; i < limit; ++i) {
+    const int64_t position = prompt_len + i;  // where the sampled token goes
+    const double u = philox_uniform(req.sampling.seed, static_cast<uint64_t>(position));
+    const int32_t token = sample_token(logits, req.sampling, context_tokens, static_cast<size_t>(i), u, scratch);
+    if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+      result.finish_reason = "stop";
+      break;
+    }
+    context_tokens.push_back(token);
+    result.tokens.push_back(token);
+    size_t safe = stop_strings.feed(detok.push(token));
+    std::string_view fresh = std::string_view(stop_strings.text()).substr(emitted, safe - emitted);
+    emitted = safe;
+    if (on_token && !on_token(token, fresh)) {
+      result.finish_reason = "cancelled";
+      break;
+    }
+    if (stop_strings.stopped()) {
+      result.finish_reason = "stop";
+      break;
+    }
+    if (i + 1 == limit) break;  // no forward for a token that will not be sampled
+    Batch batch;
+    batch.add(token, static_cast<int32_t>(position), seq, true);
+    HELIUM_RETURN_IF_ERROR(kv_->plan(batch));
+    HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), logits));
+  }
+  if (!stop_strings.stopped() && result.finish_reason != "cancelled") {
+    size_t safe = stop_strings.feed(detok.flush());
+    if (!stop_strings.stopped()) safe = stop_strings.text().size();  // end of stream: nothing to hold back
+    std::string_view rest = std::string_view(stop_strings.text()).substr(emitted, safe - emitted);
+    if (!rest.empty() && on_token) on_token(-1, rest);
+    emitted = safe;
+    if (stop_strings.stopped()) result.finish_reason = "stop";
+  }
+  result.text = stop_strings.text().substr(0, emitted);
+  result.decode_seconds = seconds_since(t1);
+  return result;
+}
+
+}  // namespace helium

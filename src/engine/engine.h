@@ -1,0 +1,83 @@
+// engine/engine.h — the one owner of device work: a loaded model, its KV cache and tokenizer, and the
+// generation loop (prefill in chunks, then decode; sample; stop; stream text).
+// Owns: the backend instance, model, KV cache, the request's sequence lifetime. Must not: parse HTTP or
+// CLI arguments (callers hand it requests), or reach into kernels.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/backend.h"
+#include "kv/kv_cache.h"
+#include "loader/checkpoint.h"
+#include "models/model.h"
+#include "sample/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace helium {
+
+struct EngineOptions {
+  std::string device = "cpu";  // "cpu" (more backends to come)
+  int threads = 0;             // CPU threads; 0 = all
+  int64_t context = 0;         // KV positions; 0 = the model's max_position_embeddings, capped at 32768
+  int max_rows = 256;          // rows per forward (prefill chunk)
+  DType kv_dtype = DType::F32;
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  int max_new_tokens = 256;
+  bool ignore_eos = false;               // keep going past end-of-sequence tokens (benchmarks)
+  std::vector<int32_t> stop_tokens;      // in addition to the model's end-of-sequence ids
+  std::vector<std::string> stop_strings;
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;  // generated ids (the stop token excluded)
+  std::string text;             // generated text, cut before a stop string
+  std::string finish_reason;    // "stop" (eos / stop token / stop string), "length", "cancelled"
+  int prompt_tokens = 0;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;    // from the first sampled token to the last
+};
+
+// Called with each new token and the text it made final (may be empty), and once at the end with token
+// -1 for text held back until then; return false to cancel.
+using TokenCallback = std::function<bool(int32_t token, std::string_view text)>;
+
+class Engine {
+ public:
+  // Loads the checkpoint directory (config, weights, tokenizer) onto the chosen device.
+  static Result<std::unique_ptr<Engine>> load(const std::string& model_dir, const EngineOptions& options);
+  ~Engine();
+
+  Result<GenerationResult> generate(const GenerationRequest& request, const TokenCallback& on_token = nullptr);
+
+  const Model& model() const { return *model_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  std::shared_ptr<const Tokenizer> tokenizer_ptr() const { return tokenizer_; }
+  const Checkpoint& checkpoint() const { return checkpoint_; }
+  const KvCache& kv_cache() const { return *kv_; }
+  int64_t context() const { return kv_->capacity(); }
+  const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
+  std::string backend_name() const { return backend_->name(); }
+
+ private:
+  Engine() = default;
+  // Runs the prompt through the model in chunks; returns the logits of its last position.
+  Status prefill(int32_t seq, std::span<const int32_t> prompt, std::vector<float>& logits);
+
+  Checkpoint checkpoint_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<KvCache> kv_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::vector<int32_t> eos_ids_;
+};
+
+}  // namespace helium

@@ -1,0 +1,306 @@
+#include "models/dense_transformer.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace helium {
+namespace {
+
+std::string layer_name(int layer, const char* suffix) {
+  return "model.layers." + std::to_string(layer) + "." + suffix;
+}
+
+class DenseTransformer final : public Model {
+ public:
+  DenseTransformer(DenseConfig config, Backend& backend, int max_rows)
+      : config_(std::move(config)), backend_(backend), max_rows_(max_rows) {}
+
+  Status init(DenseWeights host, const WeightMap& map, int64_t max_context);
+  const ModelInfo& info() const override { return info_; }
+  KvSpec kv_spec() const override {
+    return {config_.layers, static_cast<int64_t>(config_.n_kv_heads) * config_.head_dim};
+  }
+  int max_rows() const override { return max_rows_; }
+  Status forward(const Batch& batch, std::span<const LayerKv> kv, std::span<float> logits) override;
+
+ private:
+  // An activation buffer of (max_rows, cols) of `dtype`, allocated once.
+  Result<Tensor> plan(int64_t rows, int64_t cols, DType dtype);
+  void attention_block(const DenseLayerWeights& w, const LayerKv& kv, const AttentionLayout& layout, int rows);
+  void mlp_block(const DenseLayerWeights& w, int rows);
+
+  DenseConfig config_;
+  Backend& backend_;
+  int max_rows_;
+  int64_t max_context_ = 0;
+  ModelInfo info_;
+  DenseWeights w_;
+  std::vector<std::shared_ptr<DeviceBuffer>> buffers_;
+
+  // Activations, (max_rows, ·) F32 unless noted.
+  Tensor x_;            // residual stream (rows, hidden)
+  Tensor xn_;           // normed input / block output (rows, hidden)
+  Tensor q_, k_, v_;    // (rows, n_heads * head_dim), (rows, kv_dim) x2
+  Tensor attn_out_;     // (rows, n_heads * head_dim)
+  Tensor gate_, up_;    // (rows, intermediate)
+  Tensor logits_;       // (rows, vocab)
+  Tensor inv_freq_;     // (rot_dim / 2)
+  // Row metadata, I32.
+  Tensor tokens_, positions_, write_slots_, attend_offsets_, attend_slots_, logit_index_;
+};
+
+Result<Tensor> DenseTransformer::plan(int64_t rows, int64_t cols, DType dtype) {
+  size_t bytes = static_cast<size_t>(rows * cols) * dtype_bytes(dtype);
+  HELIUM_ASSIGN_OR_RETURN(auto buffer, backend_.allocate(bytes));
+  buffers_.push_back(buffer);
+  return Tensor(buffer->data(), dtype, {rows, cols});
+}
+
+Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t max_context) {
+  const DenseConfig& c = config_;
+  max_context_ = max_context;
+  // Import every weight (zero-copy on the CPU backend).
+  auto import = [&](Tensor& t) -> Status {
+    if (t.data == nullptr) return Status::ok();
+    HELIUM_ASSIGN_OR_RETURN(t, backend_.import_weight(t));
+    return Status::ok();
+  };
+  HELIUM_RETURN_IF_ERROR(import(host.embed_tokens));
+  HELIUM_RETURN_IF_ERROR(import(host.final_norm));
+  if (c.tied_embeddings) host.lm_head = host.embed_tokens;
+  else HELIUM_RETURN_IF_ERROR(import(host.lm_head));
+  for (auto& l : host.layers) {
+    for (Tensor* t : {&l.input_norm, &l.q_proj, &l.q_bias, &l.k_proj, &l.k_bias, &l.v_proj, &l.v_bias, &l.o_proj,
+                      &l.o_bias, &l.q_norm, &l.k_norm, &l.post_attention_norm, &l.gate_proj, &l.gate_bias,
+                      &l.up_proj, &l.up_bias, &l.down_proj, &l.down_bias})
+      HELIUM_RETURN_IF_ERROR(import(*t));
+  }
+  w_ = std::move(host);
+
+  const int64_t rows = max_rows_, q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
+  HELIUM_ASSIGN_OR_RETURN(x_, plan(rows, c.hidden_size, DType::F32));
+  HELIUM_ASSIGN_OR_RETURN(xn_, plan(rows, c.hidden_size, DType::F32));
+  HELIUM_ASSIGN_OR_RETURN(q_, plan(rows, q_dim, DType::F32));
+  HELIUM_ASSIGN_OR_RETURN(k_, plan(rows, kv_dim, DType::F32));
+  HELIUM_ASSIGN_OR_RETURN(v_, plan(rows, kv_dim, DType::F32));
+  HELIUM_ASSIGN_OR_RETURN(attn_out_, plan(rows, q_dim, DType::F32));
+  HELIUM_ASSIGN_OR_RETURN(gate_, plan(rows, c.intermediate_size, DType::F32));
+  HELIUM_ASSIGN_OR_RETURN(up_, plan(rows, c.intermediate_size, DType::F32));
+  HELIUM_ASSIGN_OR_RETURN(logits_, plan(rows, c.vocab_size, DType::F32));
+  HELIUM_ASSIGN_OR_RETURN(inv_freq_, plan(1, c.rope.rot_dim / 2, DType::F32));
+  inv_freq_ = Tensor(inv_freq_.data, DType::F32, {c.rope.rot_dim / 2});
+  backend_.copy_to_device(inv_freq_, c.rope.inv_freq.data());
+  HELIUM_ASSIGN_OR_RETURN(tokens_, plan(1, rows, DType::I32));
+  HELIUM_ASSIGN_OR_RETURN(positions_, plan(1, rows, DType::I32));
+  HELIUM_ASSIGN_OR_RETURN(write_slots_, plan(1, rows, DType::I32));
+  HELIUM_ASSIGN_OR_RETURN(attend_offsets_, plan(1, rows + 1, DType::I32));
+  // Every row attends to at most max_context slots.
+  HELIUM_ASSIGN_OR_RETURN(attend_slots_, plan(rows, max_context_, DType::I32));
+  HELIUM_ASSIGN_OR_RETURN(logit_index_, plan(1, rows, DType::I32));
+
+  info_.family = c.family;
+  info_.vocab_size = c.vocab_size;
+  info_.hidden_size = c.hidden_size;
+  info_.layers = c.layers;
+  info_.n_heads = c.n_heads;
+  info_.n_kv_heads = c.n_kv_heads;
+  info_.head_dim = c.head_dim;
+  info_.intermediate_size = c.intermediate_size;
+  info_.max_context = max_context_;
+  for (const auto& name : map.names()) {
+    const WeightInfo* wi = map.find(name);
+    int64_t n = 1;
+    for (int64_t d : wi->shape) n *= d;
+    info_.parameters += n;
+    info_.weight_bytes += static_cast<int64_t>(wi->bytes);
+    info_.weight_dtype = std::string(dtype_name(wi->dtype));
+  }
+  return Status::ok();
+}
+
+// Views the first `rows` rows of a planned (max_rows, cols) buffer.
+Tensor rows_of(const Tensor& t, int64_t rows) { return t.first_rows(rows); }
+
+Tensor vector_of(const Tensor& t, int64_t n) { return Tensor(t.data, t.dtype, {n}); }
+
+void DenseTransformer::attention_block(const DenseLayerWeights& w, const LayerKv& kv, const AttentionLayout& layout,
+                                       int rows) {
+  const DenseConfig& c = config_;
+  Tensor x = rows_of(x_, rows), xn = rows_of(xn_, rows);
+  Tensor q = rows_of(q_, rows), k = rows_of(k_, rows), v = rows_of(v_, rows);
+  backend_.rms_norm(x, w.input_norm, c.rms_norm_eps, false, xn);
+  backend_.matmul(xn, w.q_proj, w.q_bias, q);
+  backend_.matmul(xn, w.k_proj, w.k_bias, k);
+  backend_.matmul(xn, w.v_proj, w.v_bias, v);
+  if (c.qk_norm) {  // per head: view (rows, heads * head_dim) as (rows * heads, head_dim)
+    Tensor qh(q.data, DType::F32, {int64_t{rows} * c.n_heads, c.head_dim});
+    Tensor kh(k.data, DType::F32, {int64_t{rows} * c.n_kv_heads, c.head_dim});
+    backend_.rms_norm(qh, w.q_norm, c.rms_norm_eps, false, qh);
+    backend_.rms_norm(kh, w.k_norm, c.rms_norm_eps, false, kh);
+  }
+  RopeParams rope{c.head_dim, c.rope.rot_dim, c.rope.attention_scaling};
+  Tensor positions = vector_of(positions_, rows);
+  backend_.rope(q, c.n_heads, positions, inv_freq_, rope);
+  backend_.rope(k, c.n_kv_heads, positions, inv_freq_, rope);
+  backend_.kv_write(k, v, vector_of(write_slots_, rows), kv.k, kv.v);
+  AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  Tensor attn_out = rows_of(attn_out_, rows);
+  backend_.attention(q, kv.k, kv.v, shape, layout, attn_out);
+  backend_.matmul(attn_out, w.o_proj, w.o_bias, xn);
+  backend_.add(x, xn, x);
+}
+
+void DenseTransformer::mlp_block(const DenseLayerWeights& w, int rows) {
+  const DenseConfig& c = config_;
+  Tensor x = rows_of(x_, rows), xn = rows_of(xn_, rows);
+  Tensor gate = rows_of(gate_, rows), up = rows_of(up_, rows);
+  backend_.rms_norm(x, w.post_attention_norm, c.rms_norm_eps, false, xn);
+  backend_.matmul(xn, w.gate_proj, w.gate_bias, gate);
+  backend_.matmul(xn, w.up_proj, w.up_bias, up);
+  backend_.swiglu(gate, up, gate);
+  backend_.matmul(gate, w.down_proj, w.down_bias, xn);
+  backend_.add(x, xn, x);
+}
+
+Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv, std::span<float> logits) {
+  const DenseConfig& c = config_;
+  const int rows = batch.rows();
+  if (rows == 0) return Status::ok();
+  if (rows > max_rows_)
+    return Status::error("batch of " + std::to_string(rows) + " rows exceeds the planned " + std::to_string(max_rows_));
+  if (static_cast<int>(kv.size()) != c.layers) return Status::error("KV cache has the wrong number of layers");
+  if (batch.kv_write_slots.size() != static_cast<size_t>(rows) ||
+      batch.attend_offsets.size() != static_cast<size_t>(rows) + 1)
+    return Status::error("batch has no KV layout (the KV cache must plan it)");
+  std::vector<int32_t> logit_rows;
+  for (int r = 0; r < rows; ++r) {
+    if (batch.tokens[r] < 0 || batch.tokens[r] >= c.vocab_size)
+      return Status::error("token id " + std::to_string(batch.tokens[r]) + " is outside the vocabulary of " +
+                           std::to_string(c.vocab_size));
+    int32_t span = batch.attend_offsets[r + 1] - batch.attend_offsets[r];
+    if (span <= 0 || span > max_context_)
+      return Status::error("row " + std::to_string(r) + " attends to " + std::to_string(span) +
+                           " positions; the context holds " + std::to_string(max_context_));
+    if (batch.want_logits[r]) logit_rows.push_back(r);
+  }
+  if (logits.size() != logit_rows.size() * static_cast<size_t>(c.vocab_size))
+    return Status::error("logits buffer has the wrong size");
+
+  backend_.copy_to_device(vector_of(tokens_, rows), batch.tokens.data());
+  backend_.copy_to_device(vector_of(positions_, rows), batch.positions.data());
+  backend_.copy_to_device(vector_of(write_slots_, rows), batch.kv_write_slots.data());
+  backend_.copy_to_device(vector_of(attend_offsets_, rows + 1), batch.attend_offsets.data());
+  if (static_cast<int64_t>(batch.attend_slots.size()) > attend_slots_.numel())
+    return Status::error("batch attends to more slots than planned");
+  Tensor attend_slots(attend_slots_.data, DType::I32, {static_cast<int64_t>(batch.attend_slots.size())});
+  backend_.copy_to_device(attend_slots, batch.attend_slots.data());
+
+  backend_.embedding(w_.embed_tokens, vector_of(tokens_, rows), rows_of(x_, rows));
+  const AttentionLayout layout{vector_of(attend_offsets_, rows + 1), attend_slots};
+  for (int l = 0; l < c.layers; ++l) {
+    attention_block(w_.layers[l], kv[l], layout, rows);
+    mlp_block(w_.layers[l], rows);
+  }
+  if (logit_rows.empty()) {
+    backend_.synchronize();
+    return Status::ok();
+  }
+  // Only the rows whose logits are wanted go through the final norm and the head.
+  const int n = static_cast<int>(logit_rows.size());
+  backend_.copy_to_device(vector_of(logit_index_, n), logit_rows.data());
+  Tensor picked = rows_of(xn_, n);
+  backend_.gather_rows(rows_of(x_, rows), vector_of(logit_index_, n), picked);
+  backend_.rms_norm(picked, w_.final_norm, c.rms_norm_eps, false, picked);
+  Tensor out = rows_of(logits_, n);
+  backend_.matmul(picked, w_.lm_head, Tensor(), out);
+  backend_.copy_to_host(logits.data(), out);
+  backend_.synchronize();
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<DenseConfig> read_dense_config(const Checkpoint& checkpoint) {
+  ConfigReader r(checkpoint.config, checkpoint.dir + "/config.json");
+  DenseConfig c;
+  c.family = checkpoint.model_type;
+  HELIUM_ASSIGN_OR_RETURN(c.vocab_size, r.integer("vocab_size"));
+  HELIUM_ASSIGN_OR_RETURN(c.hidden_size, r.integer("hidden_size"));
+  HELIUM_ASSIGN_OR_RETURN(c.intermediate_size, r.integer("intermediate_size"));
+  HELIUM_ASSIGN_OR_RETURN(int64_t layers, r.integer("num_hidden_layers"));
+  HELIUM_ASSIGN_OR_RETURN(int64_t heads, r.integer("num_attention_heads"));
+  c.layers = static_cast<int>(layers);
+  c.n_heads = static_cast<int>(heads);
+  c.n_kv_heads = static_cast<int>(r.integer_or("num_key_value_heads", heads));
+  if (c.hidden_size <= 0 || c.layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.vocab_size <= 0 ||
+      c.intermediate_size <= 0)
+    return r.error("sizes must be positive");
+  if (c.n_heads % c.n_kv_heads != 0)
+    return r.error("num_attention_heads " + std::to_string(c.n_heads) + " is not a multiple of num_key_value_heads " +
+                   std::to_string(c.n_kv_heads));
+  c.head_dim = static_cast<int>(r.integer_or("head_dim", c.hidden_size / c.n_heads));
+  if (c.head_dim <= 0 || c.head_dim % 2 != 0) return r.error("head_dim must be positive and even");
+  c.max_context = r.integer_or("max_position_embeddings", 4096);
+  c.rms_norm_eps = static_cast<float>(r.number_or("rms_norm_eps", 1e-6));
+  c.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
+  if (const auto* act = r.find("hidden_act"); act != nullptr && *act != "silu")
+    return r.error("hidden_act " + act->dump() + " is not supported (only silu)");
+  HELIUM_ASSIGN_OR_RETURN(c.rope, compute_rope_frequencies(r, c.head_dim));
+  return c;
+}
+
+Result<DenseWeights> map_dense_weights(const DenseConfig& c, const WeightMap& map) {
+  const int64_t h = c.hidden_size, q_dim = int64_t{c.n_heads} * c.head_dim,
+                kv_dim = int64_t{c.n_kv_heads} * c.head_dim, inter = c.intermediate_size;
+  DenseWeights w;
+  HELIUM_ASSIGN_OR_RETURN(w.embed_tokens, map.get("model.embed_tokens.weight", {c.vocab_size, h}));
+  HELIUM_ASSIGN_OR_RETURN(w.final_norm, map.get("model.norm.weight", {h}));
+  if (!c.tied_embeddings) {
+    HELIUM_ASSIGN_OR_RETURN(w.lm_head, map.get("lm_head.weight", {c.vocab_size, h}));
+  }
+  for (int i = 0; i < c.layers; ++i) {
+    DenseLayerWeights l;
+    auto get = [&](const char* suffix, std::vector<int64_t> shape, Tensor& out) -> Status {
+      HELIUM_ASSIGN_OR_RETURN(out, map.get(layer_name(i, suffix), shape));
+      return Status::ok();
+    };
+    HELIUM_RETURN_IF_ERROR(get("input_layernorm.weight", {h}, l.input_norm));
+    HELIUM_RETURN_IF_ERROR(get("self_attn.q_proj.weight", {q_dim, h}, l.q_proj));
+    HELIUM_RETURN_IF_ERROR(get("self_attn.k_proj.weight", {kv_dim, h}, l.k_proj));
+    HELIUM_RETURN_IF_ERROR(get("self_attn.v_proj.weight", {kv_dim, h}, l.v_proj));
+    HELIUM_RETURN_IF_ERROR(get("self_attn.o_proj.weight", {h, q_dim}, l.o_proj));
+    if (c.qkv_bias) {
+      HELIUM_RETURN_IF_ERROR(get("self_attn.q_proj.bias", {q_dim}, l.q_bias));
+      HELIUM_RETURN_IF_ERROR(get("self_attn.k_proj.bias", {kv_dim}, l.k_bias));
+      HELIUM_RETURN_IF_ERROR(get("self_attn.v_proj.bias", {kv_dim}, l.v_bias));
+    }
+    if (c.o_bias) HELIUM_RETURN_IF_ERROR(get("self_attn.o_proj.bias", {h}, l.o_bias));
+    if (c.qk_norm) {
+      HELIUM_RETURN_IF_ERROR(get("self_attn.q_norm.weight", {c.head_dim}, l.q_norm));
+      HELIUM_RETURN_IF_ERROR(get("self_attn.k_norm.weight", {c.head_dim}, l.k_norm));
+    }
+    HELIUM_RETURN_IF_ERROR(get("post_attention_layernorm.weight", {h}, l.post_attention_norm));
+    HELIUM_RETURN_IF_ERROR(get("mlp.gate_proj.weight", {inter, h}, l.gate_proj));
+    HELIUM_RETURN_IF_ERROR(get("mlp.up_proj.weight", {inter, h}, l.up_proj));
+    HELIUM_RETURN_IF_ERROR(get("mlp.down_proj.weight", {h, inter}, l.down_proj));
+    if (c.mlp_bias) {
+      HELIUM_RETURN_IF_ERROR(get("mlp.gate_proj.bias", {inter}, l.gate_bias));
+      HELIUM_RETURN_IF_ERROR(get("mlp.up_proj.bias", {inter}, l.up_bias));
+      HELIUM_RETURN_IF_ERROR(get("mlp.down_proj.bias", {h}, l.down_bias));
+    }
+    w.layers.push_back(l);
+  }
+  return w;
+}
+
+Result<std::unique_ptr<Model>> make_dense_transformer(DenseConfig config, DenseWeights host_weights,
+                                                       const WeightMap& weights, Backend& backend,
+                                                       const ModelOptions& options) {
+  int64_t max_context = options.max_context > 0 ? options.max_context : config.max_context;
+  if (options.max_rows <= 0) return Status::error("max_rows must be positive");
+  auto model = std::make_unique<DenseTransformer>(std::move(config), backend, options.max_rows);
+  HELIUM_RETURN_IF_ERROR(model->init(std::move(host_weights), weights, max_context));
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace helium

@@ -1,0 +1,100 @@
+// models/model.h — what every model family offers the engine: one forward over a Batch of rows.
+// Owns: Batch (DESIGN.md invariant 3), the Model interface, the family registry. Must not: read files
+// directly (it gets a Checkpoint), call CUDA, sample, or manage KV pages (kv/ fills the Batch's layout).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "loader/checkpoint.h"
+
+namespace helium {
+
+// One forward pass: prefill, decode, batched decode and tree verification are all a Batch. Row i is a
+// token at `positions[i]` of sequence `seq_ids[i]`; `parent_rows[i]` is the row it follows in a
+// speculation tree (-1: it follows position - 1 of its sequence, already cached or an earlier row).
+struct Batch {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> seq_ids;
+  std::vector<int32_t> parent_rows;
+  std::vector<uint8_t> want_logits;  // rows whose logits the caller wants, returned in row order
+
+  // KV placement, filled by the KV cache (kv/): the slot each row's K/V is written to, and for each row
+  // the slots it attends to in increasing position (row r: attend_slots[attend_offsets[r] ..
+  // attend_offsets[r + 1])), its own slot last.
+  std::vector<int32_t> kv_write_slots;
+  std::vector<int32_t> attend_offsets;
+  std::vector<int32_t> attend_slots;
+
+  int32_t rows() const { return static_cast<int32_t>(tokens.size()); }
+  // Appends a row; returns its index.
+  int32_t add(int32_t token, int32_t position, int32_t seq_id, bool logits, int32_t parent_row = -1) {
+    tokens.push_back(token);
+    positions.push_back(position);
+    seq_ids.push_back(seq_id);
+    parent_rows.push_back(parent_row);
+    want_logits.push_back(logits ? 1 : 0);
+    return rows() - 1;
+  }
+  int32_t logit_rows() const {
+    int32_t n = 0;
+    for (uint8_t w : want_logits) n += w;
+    return n;
+  }
+};
+
+// The cache layout a model needs: per attention layer, K and V of `kv_dim` values per slot.
+struct KvSpec {
+  int layers = 0;
+  int64_t kv_dim = 0;  // n_kv_heads * head_dim
+};
+
+// Per-layer KV storage in the backend's memory, (slots, kv_dim) each.
+struct LayerKv {
+  Tensor k, v;
+};
+
+struct ModelInfo {
+  std::string family;  // the model_type, e.g. "qwen3"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int layers = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int64_t intermediate_size = 0;
+  int64_t max_context = 0;  // max_position_embeddings
+  int64_t parameters = 0;   // counted from the weights actually used
+  int64_t weight_bytes = 0;
+  std::string weight_dtype;
+};
+
+struct ModelOptions {
+  int max_rows = 256;         // rows per forward; longer prompts are split by the engine
+  int64_t max_context = 0;    // 0: the model's own
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelInfo& info() const = 0;
+  virtual KvSpec kv_spec() const = 0;
+  virtual int max_rows() const = 0;
+  // Runs the batch (rows <= max_rows(), KV layout filled) and writes the logits of the rows with
+  // want_logits, in row order, to `logits` (logit_rows × vocab_size floats, host memory).
+  virtual Status forward(const Batch& batch, std::span<const LayerKv> kv, std::span<float> logits) = 0;
+};
+
+// Builds the model of checkpoint.model_type on `backend` (weights imported, activations planned).
+// An unknown model_type is an error naming it, the config file, and the supported families.
+Result<std::unique_ptr<Model>> load_model(const Checkpoint& checkpoint, Backend& backend,
+                                          const ModelOptions& options);
+std::vector<std::string> supported_model_types();
+
+}  // namespace helium

@@ -1,0 +1,68 @@
+// sample/sampler.h — logits row -> token, one deterministic function for plain decoding and for
+// speculative verification alike.
+// Owns: sampling settings, penalties, logit bias, temperature / top-k / top-p / min-p, the inverse-CDF
+// draw with a given uniform number, and stop-string matching. Must not: keep any random state (the
+// caller passes u = philox_uniform(seed, position)).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace helium {
+
+struct SamplingParams {
+  float temperature = 1.0f;  // 0: greedy
+  int top_k = 0;             // 0: off
+  float top_p = 1.0f;        // 1: off
+  float min_p = 0.0f;        // 0: off
+  // Hugging Face's repetition penalty over the prompt and the output (>1 discourages repeats).
+  float repetition_penalty = 1.0f;
+  // OpenAI's penalties over the output tokens: logit -= presence * [count > 0] + frequency * count.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logit of a token id
+  uint64_t seed = 0;
+
+  bool greedy() const { return temperature <= 0.0f || top_k == 1; }
+};
+
+// Validates the settings against a vocabulary; the message names the bad field.
+std::string validate_sampling(const SamplingParams& params, int64_t vocab_size);
+
+// Reusable scratch space so that sampling does not allocate per token.
+struct SamplerScratch {
+  std::vector<float> logits;
+  std::vector<std::pair<float, int32_t>> candidates;
+  std::vector<int32_t> counts;
+};
+
+// Picks the token for one logits row. `context` is the prompt followed by the output so far; the last
+// `output_len` of it are output tokens. `u` in [0, 1) selects from the final distribution by inverse
+// CDF over candidates ordered by (probability desc, id asc). Greedy: the highest logit, lowest id on ties.
+int32_t sample_token(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> context,
+                     size_t output_len, double u, SamplerScratch& scratch);
+
+// Finds stop strings in streamed text. feed() appends text and returns how many bytes of the text so far
+// are safe to emit (they cannot become part of a stop string); once a stop string is found, stopped()
+// is true and the safe length ends before the match.
+class StopStrings {
+ public:
+  explicit StopStrings(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  size_t feed(std::string_view text);
+  bool stopped() const { return stopped_; }
+  const std::string& matched() const { return matched_; }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string text_;
+  bool stopped_ = false;
+  std::string matched_;
+  size_t match_at_ = 0;
+};
+
+}  // namespace helium

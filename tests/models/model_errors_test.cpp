@@ -1,0 +1,115 @@
+// Bad checkpoints get an error that names the cause (DESIGN.md invariant 5): unknown architecture,
+// missing tensor, wrong shape, inconsistent head counts, unsupported options.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "backend/cpu/cpu_backend.h"
+#include "golden_fixture.h"
+#include "models/model.h"
+
+namespace helium {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ModelErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("helium_model_errors_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    for (const char* f : {"config.json", "model.safetensors"})
+      fs::copy_file(testing::golden_dir("tiny-llama") + "/" + f, dir_ / f);
+    config_ = nlohmann::json::parse(std::ifstream(dir_ / "config.json"));
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void write_config(const nlohmann::json& c) { std::ofstream(dir_ / "config.json") << c.dump(1); }
+
+  // Rewrites model.safetensors through `edit` on the tensor list.
+  template <class Edit>
+  void rewrite_weights(Edit edit) {
+    WeightMap map;
+    ASSERT_TRUE(load_safetensors((dir_ / "model.safetensors").string(), map).is_ok());
+    std::vector<TensorToWrite> tensors;
+    for (const auto& name : map.names()) {
+      const WeightInfo* w = map.find(name);
+      tensors.push_back({name, w->dtype, w->shape, w->data});
+    }
+    edit(tensors);
+    std::string tmp = (dir_ / "model.new").string();
+    ASSERT_TRUE(write_safetensors(tmp, tensors).is_ok());
+    fs::rename(tmp, dir_ / "model.safetensors");
+  }
+
+  std::string load_error() {
+    auto ckpt = load_checkpoint(dir_.string());
+    if (!ckpt.is_ok()) return ckpt.error_message();
+    CpuBackend backend(1);
+    auto model = load_model(ckpt.value(), backend, ModelOptions{});
+    return model.is_ok() ? "" : model.error_message();
+  }
+
+  fs::path dir_;
+  nlohmann::json config_;
+};
+
+TEST_F(ModelErrors, GoodCheckpointLoads) { EXPECT_EQ(load_error(), ""); }
+
+TEST_F(ModelErrors, UnknownModelTypeIsNamed) {
+  config_["model_type"] = "gpt_neox";
+  write_config(config_);
+  std::string e = load_error();
+  EXPECT_NE(e.find("unknown model_type 'gpt_neox'"), std::string::npos) << e;
+  EXPECT_NE(e.find("qwen3"), std::string::npos) << e;  // lists what is supported
+}
+
+TEST_F(ModelErrors, MissingTensorIsNamed) {
+  rewrite_weights([](std::vector<TensorToWrite>& t) {
+    std::erase_if(t, [](const TensorToWrite& x) { return x.name == "model.layers.1.mlp.up_proj.weight"; });
+  });
+  std::string e = load_error();
+  EXPECT_NE(e.find("model.layers.1.mlp.up_proj.weight"), std::string::npos) << e;
+}
+
+TEST_F(ModelErrors, WrongShapeIsNamed) {
+  config_["intermediate_size"] = 200;  // the checkpoint has 192
+  write_config(config_);
+  std::string e = load_error();
+  EXPECT_NE(e.find("mlp.gate_proj.weight"), std::string::npos) << e;
+  EXPECT_NE(e.find("200"), std::string::npos) << e;
+}
+
+TEST_F(ModelErrors, HeadCountsMustDivide) {
+  config_["num_key_value_heads"] = 4;  // 6 heads
+  write_config(config_);
+  std::string e = load_error();
+  EXPECT_NE(e.find("num_key_value_heads"), std::string::npos) << e;
+}
+
+TEST_F(ModelErrors, MissingSizeKeyIsNamed) {
+  config_.erase("hidden_size");
+  write_config(config_);
+  std::string e = load_error();
+  EXPECT_NE(e.find("hidden_size"), std::string::npos) << e;
+  EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+}
+
+TEST_F(ModelErrors, UnsupportedRopeTypeIsNamed) {
+  config_["rope_parameters"]["rope_type"] = "longrope";
+  write_config(config_);
+  std::string e = load_error();
+  EXPECT_NE(e.find("longrope"), std::string::npos) << e;
+}
+
+TEST_F(ModelErrors, UnsupportedActivationIsNamed) {
+  config_["hidden_act"] = "gelu";
+  write_config(config_);
+  std::string e = load_error();
+  EXPECT_NE(e.find("gelu"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace helium
