@@ -1,12 +1,13 @@
 // loader/checkpoint.cpp — a Hugging Face checkpoint directory: config files and the weight files they
 // sit beside (model.safetensors, or shards listed by model.safetensors.index.json).
+#include "loader/checkpoint.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <system_error>
 
-#include "loader/checkpoint.h"
 #include "loader/json_fields.h"
 
 namespace helium {
@@ -21,7 +22,9 @@ namespace {
 constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kSingleName = "model.safetensors";
 
-std::string join(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
+std::string join(const std::string& dir, const std::string& name) {
+  return (fs::path(dir) / name).string();
+}
 
 // exists() that reports "cannot tell" (e.g. permission denied) as an error instead of as "absent".
 Result<bool> file_exists(const std::string& path) {
@@ -45,7 +48,8 @@ Status load_sharded(const std::string& dir, WeightMap& map, std::vector<std::str
   const std::string index_path = join(dir, kIndexName);
   HELIUM_ASSIGN_OR_RETURN(std::string text, read_file(index_path));
   HELIUM_ASSIGN_OR_RETURN(json index, parse_json_text(text, index_path));
-  if (!index.is_object()) return Status::error(index_path + ": must be a JSON object, got " + index.type_name());
+  if (!index.is_object())
+    return Status::error(index_path + ": must be a JSON object, got " + index.type_name());
   auto weight_map = index.find("weight_map");
   if (weight_map == index.end()) return Status::error(index_path + ": no \"weight_map\"");
   if (!weight_map->is_object())
@@ -70,8 +74,9 @@ Status load_sharded(const std::string& dir, WeightMap& map, std::vector<std::str
   for (const auto& [file, tensors] : listed) {
     HELIUM_ASSIGN_OR_RETURN(bool found, file_exists(join(dir, file)));
     if (!found)
-      return Status::error(index_path + ": shard " + quote(file) + " does not exist in " + dir + " (listed for " +
-                           std::to_string(tensors.size()) + " tensors, e.g. " + quote(tensors.front()) + ")");
+      return Status::error(index_path + ": shard " + quote(file) + " does not exist in " + dir +
+                           " (listed for " + std::to_string(tensors.size()) + " tensors, e.g. " +
+                           quote(tensors.front()) + ")");
   }
   // Each shard once; load_safetensors refuses a name that an earlier shard already gave.
   for (const auto& [file, tensors] : listed) HELIUM_RETURN_IF_ERROR(load_safetensors(join(dir, file), map));
@@ -90,8 +95,8 @@ Status load_sharded(const std::string& dir, WeightMap& map, std::vector<std::str
   // lookup table); it loads, and the caller learns of the inconsistency.
   for (const std::string& name : map.names())
     if (shard_of.find(name) == shard_of.end())
-      warnings.push_back(map.find(name)->file + ": tensor " + quote(name) + " is not listed in " + index_path +
-                         "; loaded anyway");
+      warnings.push_back(map.find(name)->file + ": tensor " + quote(name) + " is not listed in " +
+                         index_path + "; loaded anyway");
   return Status::ok();
 }
 

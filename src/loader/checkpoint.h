@@ -79,7 +79,10 @@ struct Checkpoint {
 Result<Checkpoint> load_checkpoint(const std::string& dir);
 
 // Parses one safetensors file into `map` (its tensors and an owner keeping the mapping alive). Errors
-// name the file and, where one is at fault, the tensor.
+// name the file and, where one is at fault, the tensor; on error `map` is left as it was. A name that
+// `map` already holds (e.g. from another shard) is an error. Tensors whose offset is not a multiple of
+// their element size are copied to aligned memory owned by `map`; the rest stay in the mapping, so the
+// file must not be truncated or rewritten while `map` lives (reading a vanished page faults).
 Status load_safetensors(const std::string& path, WeightMap& map);
 
 // One safetensors header, parsed and validated against a buffer of `size` bytes (the whole file).
@@ -90,8 +93,8 @@ struct SafetensorsTensor {
   uint64_t begin = 0, end = 0;  // byte offsets relative to the start of the data region
 };
 struct SafetensorsHeader {
-  uint64_t data_offset = 0;  // where the data region starts in the file: 8 + header length
-  uint64_t data_bytes = 0;   // bytes from data_offset to the end of the file
+  uint64_t data_offset = 0;                // where the data region starts in the file: 8 + header length
+  uint64_t data_bytes = 0;                 // bytes from data_offset to the end of the file
   std::vector<SafetensorsTensor> tensors;  // in data order (by begin offset)
   std::map<std::string, std::string> metadata;
 };

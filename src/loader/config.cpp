@@ -98,7 +98,8 @@ Status read_special_tokens(const json& obj, const std::string& origin, Generatio
   }
   // Old checkpoints write -1 for "no such token"; that is what nullopt says here.
   using TokenField = std::pair<const char*, std::optional<int32_t>*>;
-  for (auto [key, field] : {TokenField{"bos_token_id", &out.bos_token_id}, TokenField{"pad_token_id", &out.pad_token_id}}) {
+  for (auto [key, field] :
+       {TokenField{"bos_token_id", &out.bos_token_id}, TokenField{"pad_token_id", &out.pad_token_id}}) {
     HELIUM_ASSIGN_OR_RETURN(std::optional<int64_t> id, integer_field(obj, key, origin));
     if (id) *field = *id >= 0 ? std::optional<int32_t>(static_cast<int32_t>(*id)) : std::nullopt;
   }
@@ -118,9 +119,9 @@ Result<GenerationConfig> parse_generation_config(const std::string& json_text, c
   GenerationConfig g;
   HELIUM_RETURN_IF_ERROR(loader_detail::read_special_tokens(doc, origin, g));
   using FloatField = std::pair<const char*, std::optional<float>*>;
-  for (auto [key, field] : {FloatField{"temperature", &g.temperature}, FloatField{"top_p", &g.top_p},
-                            FloatField{"min_p", &g.min_p},
-                            FloatField{"repetition_penalty", &g.repetition_penalty}}) {
+  for (auto [key, field] :
+       {FloatField{"temperature", &g.temperature}, FloatField{"top_p", &g.top_p},
+        FloatField{"min_p", &g.min_p}, FloatField{"repetition_penalty", &g.repetition_penalty}}) {
     HELIUM_ASSIGN_OR_RETURN(*field, float_field(doc, key, origin));
   }
   HELIUM_ASSIGN_OR_RETURN(std::optional<int64_t> top_k, integer_field(doc, "top_k", origin));

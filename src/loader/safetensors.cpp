@@ -41,7 +41,9 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 }
 
 // A JSON value for a message: numbers as written, anything else by its type (never a whole subtree).
-std::string describe(const json& v) { return v.is_number() ? v.dump() : std::string(v.type_name()); }
+std::string describe(const json& v) {
+  return v.is_number() ? v.dump() : std::string(v.type_name());
+}
 
 std::string supported_dtypes() {
   std::string s;
@@ -51,8 +53,7 @@ std::string supported_dtypes() {
 
 // One header entry into `out`; `where` is "<file>: tensor '<name>'".
 Status parse_entry(const std::string& where, const json& entry, SafetensorsTensor& out) {
-  if (!entry.is_object())
-    return Status::error(where + ": entry must be an object, got " + entry.type_name());
+  if (!entry.is_object()) return Status::error(where + ": entry must be an object, got " + entry.type_name());
   for (const char* key : {"dtype", "shape", "data_offsets"})
     if (!entry.contains(key)) return Status::error(where + ": entry has no \"" + key + "\"");
 
@@ -62,8 +63,8 @@ Status parse_entry(const std::string& where, const json& entry, SafetensorsTenso
   const auto& dtype_text = dtype.get_ref<const std::string&>();
   std::optional<DType> parsed = dtype_from_name(dtype_text);
   if (!parsed)
-    return Status::error(where + ": dtype " + quote(dtype_text) + " is not supported (supported: " +
-                         supported_dtypes() + ")");
+    return Status::error(where + ": dtype " + quote(dtype_text) +
+                         " is not supported (supported: " + supported_dtypes() + ")");
   out.dtype = *parsed;
 
   const json& shape = entry["shape"];
@@ -96,8 +97,8 @@ Status parse_entry(const std::string& where, const json& entry, SafetensorsTenso
     overflow = overflow || __builtin_mul_overflow(numel, static_cast<uint64_t>(dim), &numel);
   }
   uint64_t needed_bytes = 0;
-  overflow = overflow ||
-             __builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_bytes(out.dtype)), &needed_bytes);
+  overflow =
+      overflow || __builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_bytes(out.dtype)), &needed_bytes);
 
   const json& offsets = entry["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2)
@@ -181,8 +182,7 @@ Result<SafetensorsHeader> parse_safetensors(const uint8_t* bytes, size_t size, c
   } catch (const json::exception& e) {
     return Status::error(file + ": header is not valid JSON: " + json_error_text(e));
   }
-  if (!doc.is_object())
-    return Status::error(file + ": header must be a JSON object, got " + doc.type_name());
+  if (!doc.is_object()) return Status::error(file + ": header must be a JSON object, got " + doc.type_name());
   if (!duplicate.empty())
     return Status::error(file + ": tensor " + quote(duplicate) + " appears twice in the header");
 
@@ -214,8 +214,8 @@ Result<SafetensorsHeader> parse_safetensors(const uint8_t* bytes, size_t size, c
     if (previous != nullptr && t.begin < previous->end)
       return Status::error(file + ": tensor " + quote(t.name) + ": data_offsets [" + std::to_string(t.begin) +
                            ", " + std::to_string(t.end) + "] overlap tensor " + quote(previous->name) +
-                           " at [" + std::to_string(previous->begin) + ", " +
-                           std::to_string(previous->end) + "]");
+                           " at [" + std::to_string(previous->begin) + ", " + std::to_string(previous->end) +
+                           "]");
     previous = &t;
   }
   return header;

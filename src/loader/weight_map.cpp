@@ -15,7 +15,9 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+bool is_float(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
 
 }  // namespace
 

@@ -1,4 +1,6 @@
 // Tests of load_checkpoint: sharded and single-file weights, and how a broken directory is reported.
+#include "loader/checkpoint.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -6,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "loader/checkpoint.h"
 #include "loader_fixtures.h"
 
 namespace helium {
@@ -36,13 +37,16 @@ struct ShardedCheckpoint {
                                             {layer(k) + "k.weight", DType::BF16, {3, 2}, bf16[k].data()}};
       if (k == 2) tensors.push_back({"model.norm.weight", DType::F32, {4}, f32[k].data()});
       EXPECT_TRUE(write_safetensors(dir.file(shard), tensors, {{"format", "pt"}}));
-      for (const auto& t : tensors) weight_map += (weight_map.empty() ? "" : ", ") + ("\"" + t.name + "\": \"" + shard + "\"");
+      for (const auto& t : tensors)
+        weight_map += (weight_map.empty() ? "" : ", ") + ("\"" + t.name + "\": \"" + shard + "\"");
     }
     if (!extra_index_entries.empty()) weight_map += ", " + extra_index_entries;
     write_bytes(dir.file("model.safetensors.index.json"),
                 R"({"metadata": {"total_size": 160}, "weight_map": {)" + weight_map + "}}");
   }
-  static std::string shard_name(int k) { return "model-0000" + std::to_string(k + 1) + "-of-00003.safetensors"; }
+  static std::string shard_name(int k) {
+    return "model-0000" + std::to_string(k + 1) + "-of-00003.safetensors";
+  }
   static std::string layer(int k) { return "model.layers." + std::to_string(k) + ".attn."; }
 };
 
@@ -61,7 +65,8 @@ TEST(Checkpoint, ThreeShardsWithIndex) {
   EXPECT_TRUE(ck->warnings.empty());
   EXPECT_EQ(ck->weights.size(), 7u);
   EXPECT_EQ(ck->weights.total_bytes(), 3u * (32 + 12) + 16);
-  EXPECT_EQ(ck->generation.eos_token_ids, std::vector<int32_t>{2}) << "from config.json, no generation_config";
+  EXPECT_EQ(ck->generation.eos_token_ids, std::vector<int32_t>{2})
+      << "from config.json, no generation_config";
   for (int k = 0; k < 3; ++k) {
     const WeightInfo* q = ck->weights.find(ShardedCheckpoint::layer(k) + "q.weight");
     ASSERT_NE(q, nullptr);
@@ -118,8 +123,9 @@ TEST(Checkpoint, ShardTensorMissingFromIndexLoadsWithAWarning) {
   auto ck = load_checkpoint(dir.path());
   ASSERT_TRUE(ck.is_ok()) << ck.error_message();
   ASSERT_EQ(ck->warnings.size(), 1u);
-  expect_mentions(ck->warnings[0], {"model-00002-of-00003.safetensors: tensor 'unlisted.bias' is not listed in",
-                                    "model.safetensors.index.json"});
+  expect_mentions(ck->warnings[0],
+                  {"model-00002-of-00003.safetensors: tensor 'unlisted.bias' is not listed in",
+                   "model.safetensors.index.json"});
   EXPECT_EQ(static_cast<const float*>(ck->weights.find("unlisted.bias")->data)[1], 6.0f);
 }
 
@@ -133,9 +139,10 @@ TEST(Checkpoint, DuplicateTensorAcrossShardsNamesBoth) {
       {"model.norm.weight", DType::F32, {4}, made.f32[2].data()},
       {ShardedCheckpoint::layer(0) + "q.weight", DType::F32, {2, 4}, made.f32[2].data()}};
   ASSERT_TRUE(write_safetensors(dir.file(ShardedCheckpoint::shard_name(2)), tensors));
-  expect_mentions(load_error(dir.path()), {"model-00003-of-00003.safetensors: tensor 'model.layers.0.attn.q.weight' "
-                                           "is also in",
-                                           "model-00001-of-00003.safetensors"});
+  expect_mentions(load_error(dir.path()),
+                  {"model-00003-of-00003.safetensors: tensor 'model.layers.0.attn.q.weight' "
+                   "is also in",
+                   "model-00001-of-00003.safetensors"});
 }
 
 TEST(Checkpoint, ErrorInsideAShardPropagatesWithTheShardName) {
@@ -153,7 +160,8 @@ TEST(Checkpoint, BadIndexFiles) {
   write_bytes(dir.file("model.safetensors.index.json"), R"({"metadata": {}})");
   expect_mentions(load_error(dir.path()), {"model.safetensors.index.json: no \"weight_map\""});
   write_bytes(dir.file("model.safetensors.index.json"), R"({"weight_map": {"a": 3}})");
-  expect_mentions(load_error(dir.path()), {"model.safetensors.index.json: tensor 'a': shard must be a file name"});
+  expect_mentions(load_error(dir.path()),
+                  {"model.safetensors.index.json: tensor 'a': shard must be a file name"});
   write_bytes(dir.file("model.safetensors.index.json"), R"({"weight_map": {}})");
   expect_mentions(load_error(dir.path()), {"model.safetensors.index.json", "lists no tensors"});
   for (const char* escape : {"../outside.safetensors", "/etc/passwd", ""}) {
@@ -197,7 +205,8 @@ TEST(Checkpoint, MissingOrBrokenConfig) {
 TEST(Checkpoint, GenerationConfigFileWins) {
   TempDir dir;
   ShardedCheckpoint made(dir);
-  write_bytes(dir.file("generation_config.json"), R"({"eos_token_id": [7, 8], "temperature": 0.6, "top_k": 20})");
+  write_bytes(dir.file("generation_config.json"),
+              R"({"eos_token_id": [7, 8], "temperature": 0.6, "top_k": 20})");
   auto ck = load_checkpoint(dir.path());
   ASSERT_TRUE(ck.is_ok()) << ck.error_message();
   EXPECT_EQ(ck->generation.eos_token_ids, (std::vector<int32_t>{7, 8}));

@@ -13,7 +13,8 @@ namespace {
 using testing_loader::expect_mentions;
 
 TEST(TextConfig, FlatConfigIsItsOwnTextConfig) {
-  auto c = parse_text_config(R"({"model_type": "qwen3", "hidden_size": 64, "tie_word_embeddings": true})", "config.json");
+  auto c = parse_text_config(R"({"model_type": "qwen3", "hidden_size": 64, "tie_word_embeddings": true})",
+                             "config.json");
   ASSERT_TRUE(c.is_ok()) << c.error_message();
   EXPECT_EQ((*c)["model_type"], "qwen3");
   EXPECT_EQ((*c)["hidden_size"], 64);
@@ -43,17 +44,19 @@ TEST(TextConfig, NestedTextConfigInheritsWrapperKeysItLacks) {
 }
 
 TEST(TextConfig, TextConfigOwnValuesWin) {
-  auto c = parse_text_config(R"({"model_type": "gemma3", "tie_word_embeddings": false, "torch_dtype": "float32",
+  auto c =
+      parse_text_config(R"({"model_type": "gemma3", "tie_word_embeddings": false, "torch_dtype": "float32",
                                   "text_config": {"model_type": "gemma3_text", "tie_word_embeddings": true,
                                                   "torch_dtype": "bfloat16"}})",
-                             "config.json");
+                        "config.json");
   ASSERT_TRUE(c.is_ok()) << c.error_message();
   EXPECT_EQ((*c)["tie_word_embeddings"], true);
   EXPECT_EQ((*c)["torch_dtype"], "bfloat16");
 }
 
 TEST(TextConfig, ModelTypeFallsBackToTopLevel) {
-  auto c = parse_text_config(R"({"model_type": "llava_text", "text_config": {"hidden_size": 16}})", "config.json");
+  auto c =
+      parse_text_config(R"({"model_type": "llava_text", "text_config": {"hidden_size": 16}})", "config.json");
   ASSERT_TRUE(c.is_ok()) << c.error_message();
   EXPECT_EQ((*c)["model_type"], "llava_text");
   auto null_nested = parse_text_config(R"({"model_type": "llama", "text_config": null})", "config.json");
@@ -71,11 +74,14 @@ TEST(TextConfig, Errors) {
       {R"({"text_config": {"hidden_size": 8}})", {"dir/config.json: no \"model_type\"", "text_config"}},
       {R"({"model_type": 5})", {"dir/config.json: key \"model_type\" must be a non-empty string", "number"}},
       {R"({"model_type": ""})", {"dir/config.json: key \"model_type\" must be a non-empty string"}},
-      {R"({"model_type": "x", "text_config": [1]})", {"dir/config.json: key \"text_config\" must be an object"}},
+      {R"({"model_type": "x", "text_config": [1]})",
+       {"dir/config.json: key \"text_config\" must be an object"}},
       {R"([1, 2])", {"dir/config.json: must be a JSON object", "array"}},
-      {"{\"model_type\": \"llama\",\n  \"hidden_size\": 8,,}", {"dir/config.json: invalid JSON", "line 2, column"}},
+      {"{\"model_type\": \"llama\",\n  \"hidden_size\": 8,,}",
+       {"dir/config.json: invalid JSON", "line 2, column"}},
       {"", {"dir/config.json: invalid JSON"}},
-      {std::string("{\"model_type\": \"llama\"}\0{", 25), {"dir/config.json: invalid JSON: NUL byte at offset 23"}},
+      {std::string("{\"model_type\": \"llama\"}\0{", 25),
+       {"dir/config.json: invalid JSON: NUL byte at offset 23"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.text);
@@ -89,7 +95,8 @@ TEST(GenerationConfigParse, EosAsNumberOrList) {
   auto one = parse_generation_config(R"({"eos_token_id": 151645})", "g.json");
   ASSERT_TRUE(one.is_ok()) << one.error_message();
   EXPECT_EQ(one->eos_token_ids, std::vector<int32_t>{151645});
-  auto many = parse_generation_config(R"({"eos_token_id": [151645, 151643], "bos_token_id": 151643})", "g.json");
+  auto many =
+      parse_generation_config(R"({"eos_token_id": [151645, 151643], "bos_token_id": 151643})", "g.json");
   ASSERT_TRUE(many.is_ok()) << many.error_message();
   EXPECT_EQ(many->eos_token_ids, (std::vector<int32_t>{151645, 151643}));
   EXPECT_EQ(many->bos_token_id, 151643);
@@ -113,7 +120,8 @@ TEST(GenerationConfigParse, SamplingSettings) {
 }
 
 TEST(GenerationConfigParse, AbsentAndNullKeysStayUnset) {
-  auto g = parse_generation_config(R"({"temperature": null, "eos_token_id": null, "pad_token_id": -1})", "g.json");
+  auto g =
+      parse_generation_config(R"({"temperature": null, "eos_token_id": null, "pad_token_id": -1})", "g.json");
   ASSERT_TRUE(g.is_ok()) << g.error_message();
   EXPECT_FALSE(g->temperature.has_value());
   EXPECT_TRUE(g->eos_token_ids.empty());
@@ -127,13 +135,20 @@ TEST(GenerationConfigParse, WrongTypesNameTheKey) {
     std::string text, key;
   };
   const std::vector<Case> cases = {
-      {R"({"eos_token_id": "2"})", "eos_token_id"},      {R"({"eos_token_id": [2, "3"]})", "eos_token_id"},
-      {R"({"eos_token_id": [2, -3]})", "eos_token_id"},  {R"({"eos_token_id": 1.5})", "eos_token_id"},
-      {R"({"eos_token_id": 4294967296})", "eos_token_id"}, {R"({"bos_token_id": true})", "bos_token_id"},
-      {R"({"pad_token_id": 99999999999})", "pad_token_id"}, {R"({"temperature": "hot"})", "temperature"},
-      {R"({"top_p": [0.9]})", "top_p"},                  {R"({"min_p": {}})", "min_p"},
-      {R"({"repetition_penalty": "1.1"})", "repetition_penalty"}, {R"({"top_k": 1.5})", "top_k"},
-      {R"({"top_k": "20"})", "top_k"},                   {R"({"do_sample": "yes"})", "do_sample"},
+      {R"({"eos_token_id": "2"})", "eos_token_id"},
+      {R"({"eos_token_id": [2, "3"]})", "eos_token_id"},
+      {R"({"eos_token_id": [2, -3]})", "eos_token_id"},
+      {R"({"eos_token_id": 1.5})", "eos_token_id"},
+      {R"({"eos_token_id": 4294967296})", "eos_token_id"},
+      {R"({"bos_token_id": true})", "bos_token_id"},
+      {R"({"pad_token_id": 99999999999})", "pad_token_id"},
+      {R"({"temperature": "hot"})", "temperature"},
+      {R"({"top_p": [0.9]})", "top_p"},
+      {R"({"min_p": {}})", "min_p"},
+      {R"({"repetition_penalty": "1.1"})", "repetition_penalty"},
+      {R"({"top_k": 1.5})", "top_k"},
+      {R"({"top_k": "20"})", "top_k"},
+      {R"({"do_sample": "yes"})", "do_sample"},
       {R"({"do_sample": 1})", "do_sample"},
   };
   for (const auto& c : cases) {

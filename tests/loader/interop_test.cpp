@@ -20,8 +20,8 @@ using testing_loader::TempDir;
 const std::string kModels = std::string(HELIUM_SOURCE_DIR) + "/tests/data/models";
 
 // The golden checkpoints belong to the models tests; without them there is nothing to compare with.
-#define SKIP_WITHOUT_GOLDENS(name)                                                 \
-  if (!std::filesystem::exists(kModels + "/" + (name) + "/config.json"))         \
+#define SKIP_WITHOUT_GOLDENS(name)                                       \
+  if (!std::filesystem::exists(kModels + "/" + (name) + "/config.json")) \
   GTEST_SKIP() << "no golden checkpoint " << kModels << "/" << (name)
 
 TEST(Interop, LoadsReferenceCheckpoints) {
@@ -68,11 +68,10 @@ void expect_rewrite_identical(const std::string& path) {
   ASSERT_TRUE(write_safetensors(dir.file("rewrite.safetensors"), tensors, header->metadata));
   const std::string rewritten = read_bytes(dir.file("rewrite.safetensors"));
   EXPECT_EQ(rewritten.size(), original.size());
-  EXPECT_TRUE(rewritten == original) << "first difference at byte "
-                                     << std::mismatch(rewritten.begin(), rewritten.end(), original.begin(),
-                                                      original.end())
-                                                .first -
-                                            rewritten.begin();
+  EXPECT_TRUE(rewritten == original)
+      << "first difference at byte "
+      << std::mismatch(rewritten.begin(), rewritten.end(), original.begin(), original.end()).first -
+             rewritten.begin();
 }
 
 TEST(Interop, WriterMatchesReferenceWriterBytes) {
@@ -81,7 +80,8 @@ TEST(Interop, WriterMatchesReferenceWriterBytes) {
   expect_rewrite_identical(kModels + "/tiny-llama/model.safetensors");
   expect_rewrite_identical(kModels + "/tiny-qwen2/model.safetensors");
   for (int k = 1; k <= 8; ++k)
-    expect_rewrite_identical(kModels + "/tiny-qwen3/model-0000" + std::to_string(k) + "-of-00008.safetensors");
+    expect_rewrite_identical(kModels + "/tiny-qwen3/model-0000" + std::to_string(k) +
+                             "-of-00008.safetensors");
 }
 
 }  // namespace

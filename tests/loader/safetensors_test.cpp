@@ -56,9 +56,9 @@ TEST(SafetensorsWrite, RoundTripEveryDTypeWithExactBytes) {
   };
   // Odd sizes first, so later tensors start at offsets that are not multiples of their element size.
   const std::vector<Case> cases = {
-      {"u8", DType::U8, {3}},          {"f16", DType::F16, {3, 5}},   {"bf16", DType::BF16, {7}},
-      {"f32", DType::F32, {2, 3, 4}},  {"i32", DType::I32, {5}},      {"i64", DType::I64, {2, 3}},
-      {"scalar", DType::F32, {}},      {"empty", DType::BF16, {0, 4}}, {"four_d", DType::F16, {1, 2, 3, 2}},
+      {"u8", DType::U8, {3}},         {"f16", DType::F16, {3, 5}},    {"bf16", DType::BF16, {7}},
+      {"f32", DType::F32, {2, 3, 4}}, {"i32", DType::I32, {5}},       {"i64", DType::I64, {2, 3}},
+      {"scalar", DType::F32, {}},     {"empty", DType::BF16, {0, 4}}, {"four_d", DType::F16, {1, 2, 3, 2}},
   };
   std::vector<std::vector<uint8_t>> data;
   std::vector<TensorToWrite> tensors;
@@ -103,7 +103,8 @@ TEST(SafetensorsWrite, RoundTripEveryDTypeWithExactBytes) {
     ASSERT_EQ(info->bytes, data[i].size());
     if (info->bytes > 0) {
       EXPECT_EQ(std::memcmp(info->data, data[i].data(), info->bytes), 0) << cases[i].name;
-      EXPECT_EQ(reinterpret_cast<uintptr_t>(info->data) % static_cast<uintptr_t>(dtype_bytes(info->dtype)), 0u)
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(info->data) % static_cast<uintptr_t>(dtype_bytes(info->dtype)),
+                0u)
           << cases[i].name << " must be usable through a pointer of its element type";
     }
     total += info->bytes;
@@ -114,7 +115,8 @@ TEST(SafetensorsWrite, RoundTripEveryDTypeWithExactBytes) {
 TEST(SafetensorsWrite, RejectsBadInput) {
   TempDir dir;
   const float x = 0;
-  Status dup = write_safetensors(dir.file("d.safetensors"), {{"a", DType::F32, {1}, &x}, {"a", DType::F32, {1}, &x}});
+  Status dup =
+      write_safetensors(dir.file("d.safetensors"), {{"a", DType::F32, {1}, &x}, {"a", DType::F32, {1}, &x}});
   ASSERT_FALSE(dup.is_ok());
   expect_mentions(dup.message(), {"d.safetensors", "'a'", "twice"});
   Status neg = write_safetensors(dir.file("n.safetensors"), {{"b", DType::F32, {-1}, &x}});
@@ -137,7 +139,8 @@ TEST(SafetensorsRead, FileShorterThanLengthField) {
 TEST(SafetensorsRead, HeaderLengthLargerThanFile) {
   TempDir dir;
   std::string bytes = length_field(1000) + R"({"a":{}})";
-  expect_mentions(load_error(dir, "big.safetensors", bytes), {"big.safetensors", "header length 1000", "larger"});
+  expect_mentions(load_error(dir, "big.safetensors", bytes),
+                  {"big.safetensors", "header length 1000", "larger"});
 }
 
 TEST(SafetensorsRead, HeaderLengthAbsurd) {
@@ -163,18 +166,21 @@ TEST(SafetensorsRead, HeaderNotAnObject) {
   TempDir dir;
   expect_mentions(load_error(dir, "arr.safetensors", safetensors_bytes("[1, 2]", 0)),
                   {"arr.safetensors", "must be a JSON object", "array"});
-  expect_mentions(load_error(dir, "str.safetensors", safetensors_bytes("\"x\"", 0)), {"str.safetensors", "string"});
+  expect_mentions(load_error(dir, "str.safetensors", safetensors_bytes("\"x\"", 0)),
+                  {"str.safetensors", "string"});
 }
 
 TEST(SafetensorsRead, EntryMissingFields) {
   TempDir dir;
-  expect_mentions(load_error(dir, "m.safetensors", safetensors_bytes(R"({"w":{"shape":[1],"data_offsets":[0,4]}})", 4)),
-                  {"m.safetensors", "tensor 'w'", "no \"dtype\""});
+  expect_mentions(
+      load_error(dir, "m.safetensors", safetensors_bytes(R"({"w":{"shape":[1],"data_offsets":[0,4]}})", 4)),
+      {"m.safetensors", "tensor 'w'", "no \"dtype\""});
   expect_mentions(
       load_error(dir, "m.safetensors", safetensors_bytes(R"({"w":{"dtype":"F32","data_offsets":[0,4]}})", 4)),
       {"m.safetensors", "tensor 'w'", "no \"shape\""});
-  expect_mentions(load_error(dir, "m.safetensors", safetensors_bytes(R"({"w":{"dtype":"F32","shape":[1]}})", 4)),
-                  {"m.safetensors", "tensor 'w'", "no \"data_offsets\""});
+  expect_mentions(
+      load_error(dir, "m.safetensors", safetensors_bytes(R"({"w":{"dtype":"F32","shape":[1]}})", 4)),
+      {"m.safetensors", "tensor 'w'", "no \"data_offsets\""});
 }
 
 TEST(SafetensorsRead, EntryWithWrongJsonTypes) {
@@ -190,9 +196,12 @@ TEST(SafetensorsRead, EntryWithWrongJsonTypes) {
       {R"({"w":{"dtype":"F32","shape":[[1]],"data_offsets":[0,4]}})", "shape[0] must be an integer"},
       {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", "array of two integers"},
       {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":{"a":0}}})", "array of two integers"},
-      {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,"4"]}})", "data_offsets[1] must be a non-negative"},
-      {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", "data_offsets[0] must be a non-negative"},
-      {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4.0]}})", "data_offsets[1] must be a non-negative"},
+      {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,"4"]}})",
+       "data_offsets[1] must be a non-negative"},
+      {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})",
+       "data_offsets[0] must be a non-negative"},
+      {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4.0]}})",
+       "data_offsets[1] must be a non-negative"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.header);
@@ -210,7 +219,8 @@ TEST(SafetensorsRead, NegativeDimension) {
 
 TEST(SafetensorsRead, ReversedOffsetsMessageReadsAsSpecified) {
   TempDir dir;
-  std::string header = R"({"model.layers.3.mlp.up_proj.weight":{"dtype":"U8","shape":[10],"data_offsets":[100,90]}})";
+  std::string header =
+      R"({"model.layers.3.mlp.up_proj.weight":{"dtype":"U8","shape":[10],"data_offsets":[100,90]}})";
   std::string msg = load_error(dir, "model-00002-of-00003.safetensors", safetensors_bytes(header, 128));
   EXPECT_EQ(msg, dir.file("model-00002-of-00003.safetensors") +
                      ": tensor 'model.layers.3.mlp.up_proj.weight': data_offsets [100, 90] are reversed");
@@ -220,8 +230,8 @@ TEST(SafetensorsRead, TruncatedFile) {
   TempDir dir;
   std::vector<float> values(64, 1.5f);
   const std::string path = dir.file("trunc.safetensors");
-  ASSERT_TRUE(write_safetensors(path, {{"first", DType::F32, {32}, values.data()},
-                                       {"second", DType::F32, {32}, values.data() + 32}}));
+  ASSERT_TRUE(write_safetensors(
+      path, {{"first", DType::F32, {32}, values.data()}, {"second", DType::F32, {32}, values.data() + 32}}));
   std::string bytes = read_bytes(path);
   bytes.resize(bytes.size() - 10);
   expect_mentions(load_error(dir, "trunc.safetensors", bytes),
@@ -238,8 +248,7 @@ TEST(SafetensorsRead, ByteSizeDisagreesWithShape) {
 
 TEST(SafetensorsRead, ShapeWhoseByteCountOverflows) {
   TempDir dir;
-  std::string header =
-      R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,0]}})";
+  std::string header = R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,0]}})";
   expect_mentions(load_error(dir, "ovf.safetensors", safetensors_bytes(header, 0)),
                   {"ovf.safetensors: tensor 'w'", "overflows"});
   header = R"({"w":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,0]}})";
@@ -256,7 +265,8 @@ TEST(SafetensorsRead, OverlappingTensorsNameBoth) {
   // Same start: still an overlap, whichever sorts first.
   header = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
            R"("b":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}})";
-  expect_mentions(load_error(dir, "ov.safetensors", safetensors_bytes(header, 16)), {"ov.safetensors", "overlap"});
+  expect_mentions(load_error(dir, "ov.safetensors", safetensors_bytes(header, 16)),
+                  {"ov.safetensors", "overlap"});
 }
 
 TEST(SafetensorsRead, GapsAndEmptyTensorsAreAccepted) {

@@ -15,10 +15,16 @@ using testing_loader::expect_mentions;
 WeightMap small_map(const std::vector<float>& f32, const std::vector<int32_t>& ids) {
   WeightMap map;
   map.set_origin("/models/tiny");
-  map.add({"model.embed_tokens.weight", "/models/tiny/model.safetensors", DType::F32, {3, 2}, f32.data(),
+  map.add({"model.embed_tokens.weight",
+           "/models/tiny/model.safetensors",
+           DType::F32,
+           {3, 2},
+           f32.data(),
            f32.size() * 4});
-  map.add({"model.position_ids", "/models/tiny/model.safetensors", DType::I32, {4}, ids.data(), ids.size() * 4});
-  map.add({"five_d", "/models/tiny/model.safetensors", DType::F32, {1, 1, 1, 1, 6}, f32.data(), f32.size() * 4});
+  map.add(
+      {"model.position_ids", "/models/tiny/model.safetensors", DType::I32, {4}, ids.data(), ids.size() * 4});
+  map.add(
+      {"five_d", "/models/tiny/model.safetensors", DType::F32, {1, 1, 1, 1, 6}, f32.data(), f32.size() * 4});
   return map;
 }
 
@@ -36,7 +42,8 @@ TEST(WeightMap, GetReturnsAViewOfTheBytes) {
   EXPECT_EQ(t->bytes(), 24u);
   EXPECT_TRUE(map.contains("model.position_ids"));
   EXPECT_FALSE(map.contains("lm_head.weight"));
-  EXPECT_EQ(map.names(), (std::vector<std::string>{"five_d", "model.embed_tokens.weight", "model.position_ids"}));
+  EXPECT_EQ(map.names(),
+            (std::vector<std::string>{"five_d", "model.embed_tokens.weight", "model.position_ids"}));
 }
 
 TEST(WeightMap, MissingTensorNamesTensorAndCheckpoint) {
@@ -52,8 +59,9 @@ TEST(WeightMap, ShapeMismatchGivesExpectedAndActual) {
   std::vector<int32_t> ids(4);
   auto t = small_map(f32, ids).get("model.embed_tokens.weight", {2, 3});
   ASSERT_FALSE(t.is_ok());
-  EXPECT_EQ(t.error_message(), "/models/tiny/model.safetensors: tensor 'model.embed_tokens.weight' has shape "
-                               "[3, 2] but [2, 3] was expected");
+  EXPECT_EQ(t.error_message(),
+            "/models/tiny/model.safetensors: tensor 'model.embed_tokens.weight' has shape "
+            "[3, 2] but [2, 3] was expected");
 }
 
 TEST(WeightMap, NonFloatDTypeIsRefused) {
@@ -61,8 +69,8 @@ TEST(WeightMap, NonFloatDTypeIsRefused) {
   std::vector<int32_t> ids(4);
   auto t = small_map(f32, ids).get("model.position_ids", {4});
   ASSERT_FALSE(t.is_ok());
-  expect_mentions(t.error_message(), {"model.safetensors: tensor 'model.position_ids' has dtype I32",
-                                      "float dtype"});
+  expect_mentions(t.error_message(),
+                  {"model.safetensors: tensor 'model.position_ids' has dtype I32", "float dtype"});
 }
 
 TEST(WeightMap, RankAboveFourIsRefused) {
