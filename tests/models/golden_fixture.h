@@ -11,7 +11,12 @@
 
 namespace helium::testing {
 
-inline std::string golden_dir(const std::string& name) { return std::string(HELIUM_SOURCE_DIR) + "/tests/data/models/" + name; }
+// A name with a slash is a directory relative to the repository (the trained models under models/);
+// a bare name is one of the tiny golden checkpoints.
+inline std::string golden_dir(const std::string& name) {
+  if (name.find('/') != std::string::npos) return std::string(HELIUM_SOURCE_DIR) + "/" + name;
+  return std::string(HELIUM_SOURCE_DIR) + "/tests/data/models/" + name;
+}
 
 struct GoldenPrompt {
   std::vector<int32_t> ids;  // prompt followed by the 32 greedy tokens of the reference
