@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +15,11 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "core/dtype.h"
+
+namespace helium {
+// Prints a CpuIsa test parameter by name instead of as bytes.
+inline void PrintTo(CpuIsa isa, std::ostream* os) { *os << cpu_isa_name(isa); }
+}  // namespace helium
 
 namespace helium::test {
 
