@@ -208,9 +208,10 @@ TEST_P(Golden, BatchedSequencesAreBitwiseSingleRows) {
 INSTANTIATE_TEST_SUITE_P(Models, Golden,
                          ::testing::Values("tiny-qwen3", "tiny-qwen2", "tiny-llama", "models/helium-code-12m",
                                            "models/helium-code-draft-2m"),
-                         [](const auto& info) {
-                           std::string n = info.param.substr(info.param.rfind('/') + 1);
-                           std::replace(n.begin(), n.end(), '-', '_');
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                           std::string n;
+                           for (char c : std::string_view(param.param).substr(param.param.rfind('/') + 1))
+                             n.push_back(c == '-' ? '_' : c);
                            return n;
                          });
 

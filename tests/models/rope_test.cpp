@@ -37,7 +37,7 @@ TEST(Rope, PartialRotaryRotatesAFraction) {
   ASSERT_TRUE(r.is_ok());
   EXPECT_EQ(r->rot_dim, 64);
   ASSERT_EQ(r->inv_freq.size(), 32u);
-  EXPECT_NEAR(r->inv_freq[1], std::pow(1e7, -2.0 / 64), 1e-9);
+  EXPECT_NEAR(r->inv_freq[1], std::pow(1e7, -2.0 / 64), 2e-7);  // float32 table: within an ulp or two
 }
 
 TEST(Rope, Llama3KeepsHighAndScalesLowFrequencies) {
