@@ -10,6 +10,7 @@
 namespace helium::cli {
 
 struct RunOptions {
+  CLI::App* command = nullptr;  // to tell which sampling flags were given
   std::string model;
   std::string prompt;
   bool chat = false;

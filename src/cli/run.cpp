@@ -26,11 +26,13 @@ std::string default_model_path() { return std::string(HELIUM_SOURCE_DIR) + "/" +
 
 void add_run_command(CLI::App& app, RunOptions& o) {
   CLI::App* run = app.add_subcommand("run", "Generate text from a prompt, streaming it to stdout");
+  o.command = run;
   run->add_option("-m,--model", o.model, "Model directory (config.json, weights, tokenizer.json); default: the embedded model");
   run->add_option("-p,--prompt", o.prompt, "Prompt text")->required();
   run->add_flag("--chat", o.chat, "Wrap the prompt as one user turn of the model's chat format");
   run->add_option("-n,--max-tokens", o.max_new_tokens, "Tokens to generate at most")->check(CLI::NonNegativeNumber);
   run->add_option("--seed", o.seed, "Random seed (the token at position t uses philox(seed, t))");
+  // Sampling flags not given take the model's generation_config.json values, then these defaults.
   run->add_option("--temp,--temperature", o.temperature, "Sampling temperature; 0 = greedy")->check(CLI::NonNegativeNumber);
   run->add_option("--top-p", o.top_p, "Nucleus sampling mass (1 = off)")->check(CLI::Range(0.0, 1.0));
   run->add_option("--top-k", o.top_k, "Keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
@@ -70,11 +72,14 @@ int run_command(const RunOptions& o) {
   GenerationRequest req;
   req.prompt = e.tokenizer().encode(text, /*add_special_tokens=*/true);
   req.max_new_tokens = o.max_new_tokens;
-  req.sampling.temperature = o.temperature;
-  req.sampling.top_p = o.top_p;
-  req.sampling.top_k = o.top_k;
-  req.sampling.min_p = o.min_p;
-  req.sampling.repetition_penalty = o.repetition_penalty;
+  const GenerationConfig& g = e.checkpoint().generation;
+  auto given = [&](const char* flag) { return o.command != nullptr && o.command->count(flag) > 0; };
+  req.sampling.temperature = given("--temp") ? o.temperature : (g.do_sample == false ? 0.0f : g.temperature.value_or(o.temperature));
+  req.sampling.top_p = given("--top-p") ? o.top_p : g.top_p.value_or(o.top_p);
+  req.sampling.top_k = given("--top-k") ? o.top_k : g.top_k.value_or(o.top_k);
+  req.sampling.min_p = given("--min-p") ? o.min_p : g.min_p.value_or(o.min_p);
+  req.sampling.repetition_penalty =
+      given("--repeat-penalty") ? o.repetition_penalty : g.repetition_penalty.value_or(o.repetition_penalty);
   req.sampling.presence_penalty = o.presence_penalty;
   req.sampling.frequency_penalty = o.frequency_penalty;
   req.sampling.seed = o.seed;
