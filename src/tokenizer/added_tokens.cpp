@@ -15,7 +15,8 @@ Result<AddedToken> parse_added_token(const Json& node, const std::string& where)
   if (!node.is_object()) return Status::error(where + " must be an object");
   AddedToken token;
   const auto id = node.find("id");
-  if (id == node.end() || !id->is_number_integer() || id->get<int64_t>() < 0 || id->get<int64_t>() > INT32_MAX) {
+  if (id == node.end() || !id->is_number_integer() || id->get<int64_t>() < 0 ||
+      id->get<int64_t>() > INT32_MAX) {
     return Status::error(where + ".id must be a non-negative 32-bit integer");
   }
   token.id = static_cast<int32_t>(id->get<int64_t>());
@@ -101,7 +102,8 @@ Status AddedVocabulary::add_token(AddedToken token, const Normalizer* normalizer
   if (token.single_word && !word_char_) {
     // The reference tests for its regex engine's \w: alphabetic, marks, decimal digits, connector
     // punctuation and the joiners.
-    HELIUM_ASSIGN_OR_RETURN(Regex word, Regex::from_oniguruma(R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}])"));
+    HELIUM_ASSIGN_OR_RETURN(Regex word,
+                            Regex::from_oniguruma(R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}])"));
     word_char_ = std::move(word);
   }
   const int index = static_cast<int>(tokens_.size());
@@ -137,7 +139,8 @@ const AddedToken* AddedVocabulary::find_content(std::string_view content) const 
   return it == by_content_.end() ? nullptr : &tokens_[it->second];
 }
 
-std::vector<AddedVocabulary::Split> AddedVocabulary::split(std::string_view text, bool normalized_kind) const {
+std::vector<AddedVocabulary::Split> AddedVocabulary::split(std::string_view text,
+                                                           bool normalized_kind) const {
   const Matcher& matcher = normalized_kind ? normalized_ : raw_;
   if (matcher.empty() || text.empty()) return {{0, text.size(), -1}};
 
@@ -160,7 +163,8 @@ std::vector<AddedVocabulary::Split> AddedVocabulary::split(std::string_view text
       size_t before_start = begin;
       if (begin > 0) {
         before_start = begin - 1;
-        while (before_start > 0 && (static_cast<unsigned char>(text[before_start]) & 0xC0) == 0x80) --before_start;
+        while (before_start > 0 && (static_cast<unsigned char>(text[before_start]) & 0xC0) == 0x80)
+          --before_start;
       }
       const bool touches_before = begin > 0 && is_word_char(text.substr(before_start, begin - before_start));
       const bool touches_after =

@@ -40,7 +40,8 @@ class AddedVocabulary {
   AddedVocabulary() = default;
   // Reads tokenizer.json's "added_tokens" array. Tokens with normalized == true are matched in their
   // normalized form, which `normalizer` (may be null) gives.
-  static Result<AddedVocabulary> from_json(const json_fields::Json& added_tokens, const Normalizer* normalizer);
+  static Result<AddedVocabulary> from_json(const json_fields::Json& added_tokens,
+                                           const Normalizer* normalizer);
 
   // Cuts `text` at the added tokens of one kind (raw: normalized == false, else normalized == true).
   std::vector<Split> split(std::string_view text, bool normalized_kind) const;

@@ -13,7 +13,9 @@ namespace {
 
 using json_fields::Json;
 
-Status model_error(const std::string& what) { return Status::error("model." + what); }
+Status model_error(const std::string& what) {
+  return Status::error("model." + what);
+}
 
 // Reads one merges entry: "a b" (older files) or ["a", "b"].
 Result<std::pair<std::string, std::string>> parse_merge(const Json& entry, size_t index) {
@@ -49,8 +51,8 @@ void BpeModel::MergeTable::insert_or_assign(int32_t left, int32_t right, Merge m
     reserve(size_ + 1);
     for (size_t i = 0; i < old_keys.size(); ++i) {
       if (old_keys[i] != kEmpty) {
-        insert_or_assign(static_cast<int32_t>(old_keys[i] >> 32), static_cast<int32_t>(old_keys[i] & 0xFFFFFFFF),
-                         old_values[i]);
+        insert_or_assign(static_cast<int32_t>(old_keys[i] >> 32),
+                         static_cast<int32_t>(old_keys[i] & 0xFFFFFFFF), old_values[i]);
       }
     }
   }
@@ -114,7 +116,8 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const Json& model) {
   HELIUM_ASSIGN_OR_RETURN(bpe->ignore_merges_, json_fields::bool_or(model, "ignore_merges", false, "model"));
   HELIUM_ASSIGN_OR_RETURN(bpe->continuing_subword_prefix_,
                           json_fields::string_or(model, "continuing_subword_prefix", "", "model"));
-  HELIUM_ASSIGN_OR_RETURN(bpe->end_of_word_suffix_, json_fields::string_or(model, "end_of_word_suffix", "", "model"));
+  HELIUM_ASSIGN_OR_RETURN(bpe->end_of_word_suffix_,
+                          json_fields::string_or(model, "end_of_word_suffix", "", "model"));
   if (const auto it = model.find("dropout"); it != model.end() && !it->is_null()) {
     if (!it->is_number()) return model_error("dropout must be a number or null");
     // Dropout makes encoding random; an inference engine needs the deterministic encoding.
@@ -139,8 +142,10 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const Json& model) {
       const auto left = bpe->vocab_.find(pair.first);
       const auto right = bpe->vocab_.find(pair.second);
       const std::string where = "merges[" + std::to_string(i) + "]: ";
-      if (left == bpe->vocab_.end()) return model_error(where + "'" + pair.first + "' is not in the vocabulary");
-      if (right == bpe->vocab_.end()) return model_error(where + "'" + pair.second + "' is not in the vocabulary");
+      if (left == bpe->vocab_.end())
+        return model_error(where + "'" + pair.first + "' is not in the vocabulary");
+      if (right == bpe->vocab_.end())
+        return model_error(where + "'" + pair.second + "' is not in the vocabulary");
       // With a continuing-subword prefix ("##"), the right part carries the prefix and the merged
       // token does not repeat it.
       if (pair.second.size() < prefix_size) {
@@ -148,7 +153,8 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const Json& model) {
       }
       const std::string merged = pair.first + pair.second.substr(prefix_size);
       const auto merged_it = bpe->vocab_.find(merged);
-      if (merged_it == bpe->vocab_.end()) return model_error(where + "'" + merged + "' is not in the vocabulary");
+      if (merged_it == bpe->vocab_.end())
+        return model_error(where + "'" + merged + "' is not in the vocabulary");
       // A repeated pair keeps its last rank, as the reference's map construction does.
       bpe->merges_.insert_or_assign(left->second, right->second,
                                     {static_cast<int32_t>(i), merged_it->second});
@@ -164,7 +170,8 @@ std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
 }
 
 const std::string* BpeModel::id_to_token(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= tokens_.size() || !has_token_[static_cast<size_t>(id)]) return nullptr;
+  if (id < 0 || static_cast<size_t>(id) >= tokens_.size() || !has_token_[static_cast<size_t>(id)])
+    return nullptr;
   return &tokens_[static_cast<size_t>(id)];
 }
 

@@ -40,7 +40,9 @@ const Table& table() {
 
 }  // namespace
 
-char32_t char_for_byte(unsigned char byte) { return table().char_of_byte[byte]; }
+char32_t char_for_byte(unsigned char byte) {
+  return table().char_of_byte[byte];
+}
 
 std::optional<unsigned char> byte_for_char(char32_t cp) {
   if (cp >= kShiftedEnd) return std::nullopt;

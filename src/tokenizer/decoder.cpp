@@ -199,7 +199,8 @@ Result<std::unique_ptr<Decoder>> parse_decoder(const Json& node, const std::stri
   if (type == "ByteFallback") return Ptr(new ByteFallback());
   if (type == "Fuse") return Ptr(new Fuse());
   if (type == "Metaspace") {
-    HELIUM_ASSIGN_OR_RETURN(const char32_t replacement, json_fields::char_or(node, "replacement", 0x2581, where));
+    HELIUM_ASSIGN_OR_RETURN(const char32_t replacement,
+                            json_fields::char_or(node, "replacement", 0x2581, where));
     HELIUM_ASSIGN_OR_RETURN(const PrependScheme scheme, parse_prepend_scheme(node, where));
     return Ptr(new Metaspace(replacement, scheme));
   }
@@ -224,7 +225,8 @@ Result<std::unique_ptr<Decoder>> parse_decoder(const Json& node, const std::stri
     if (it == node.end() || !it->is_array()) return Status::error(where + ".decoders must be an array");
     std::vector<Ptr> steps;
     for (size_t i = 0; i < it->size(); ++i) {
-      HELIUM_ASSIGN_OR_RETURN(Ptr step, parse_decoder((*it)[i], where + ".decoders[" + std::to_string(i) + "]"));
+      HELIUM_ASSIGN_OR_RETURN(Ptr step,
+                              parse_decoder((*it)[i], where + ".decoders[" + std::to_string(i) + "]"));
       steps.push_back(std::move(step));
     }
     return Ptr(new Sequence(std::move(steps)));

@@ -25,14 +25,15 @@ bool ends_with_replacement(const std::string& text) {
 
 }  // namespace
 
-IncrementalDetokenizer::IncrementalDetokenizer(std::shared_ptr<const Tokenizer> tokenizer, bool skip_special_tokens)
+IncrementalDetokenizer::IncrementalDetokenizer(std::shared_ptr<const Tokenizer> tokenizer,
+                                               bool skip_special_tokens)
     : tokenizer_(std::move(tokenizer)), skip_special_(skip_special_tokens) {}
 
 std::string IncrementalDetokenizer::push(int32_t id) {
   ids_.push_back(id);
   const std::span<const int32_t> all(ids_);
-  const std::string reported = tokenizer_->decode(all.subspan(prefix_offset_, read_offset_ - prefix_offset_),
-                                                  skip_special_);
+  const std::string reported =
+      tokenizer_->decode(all.subspan(prefix_offset_, read_offset_ - prefix_offset_), skip_special_);
   const std::string current = tokenizer_->decode(all.subspan(prefix_offset_), skip_special_);
   // Only text that extends what was reported can be split off at a byte offset; every decoder helium
   // supports decodes a window that way. Anything else waits for flush().
@@ -47,8 +48,8 @@ std::string IncrementalDetokenizer::push(int32_t id) {
 
 std::string IncrementalDetokenizer::flush() {
   const std::span<const int32_t> all(ids_);
-  const std::string reported = tokenizer_->decode(all.subspan(prefix_offset_, read_offset_ - prefix_offset_),
-                                                  skip_special_);
+  const std::string reported =
+      tokenizer_->decode(all.subspan(prefix_offset_, read_offset_ - prefix_offset_), skip_special_);
   const std::string current = tokenizer_->decode(all.subspan(prefix_offset_), skip_special_);
   ids_.clear();
   prefix_offset_ = read_offset_ = 0;
@@ -56,7 +57,8 @@ std::string IncrementalDetokenizer::flush() {
   // follows the common part (cut at a character boundary) is the best remaining answer.
   size_t common = 0;
   while (common < reported.size() && common < current.size() && reported[common] == current[common]) ++common;
-  while (common > 0 && common < current.size() && (static_cast<unsigned char>(current[common]) & 0xC0) == 0x80) {
+  while (common > 0 && common < current.size() &&
+         (static_cast<unsigned char>(current[common]) & 0xC0) == 0x80) {
     --common;
   }
   return current.substr(common);

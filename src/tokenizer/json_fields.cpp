@@ -49,7 +49,8 @@ Result<int64_t> int_or(const Json& object, std::string_view key, int64_t fallbac
   return value->get<int64_t>();
 }
 
-Result<char32_t> char_or(const Json& object, std::string_view key, char32_t fallback, std::string_view where) {
+Result<char32_t> char_or(const Json& object, std::string_view key, char32_t fallback,
+                         std::string_view where) {
   const Json* value = find(object, key);
   if (value == nullptr) return fallback;
   if (!value->is_string()) return type_error(where, key, "a one-character string");

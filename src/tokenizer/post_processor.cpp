@@ -57,9 +57,11 @@ Result<std::unique_ptr<PostProcessor>> parse_template(const Json& node, const st
     const Json& item = (*single)[i];
     const std::string item_where = where + ".single[" + std::to_string(i) + "]";
     if (item.is_object() && item.contains("Sequence")) {
-      HELIUM_ASSIGN_OR_RETURN(const std::string id, json_fields::required_string(item["Sequence"], "id", item_where));
+      HELIUM_ASSIGN_OR_RETURN(const std::string id,
+                              json_fields::required_string(item["Sequence"], "id", item_where));
       // A single-sequence template may only refer to the one sequence there is.
-      if (id != "A") return Status::error(item_where + " refers to sequence '" + id + "' in a single template");
+      if (id != "A")
+        return Status::error(item_where + " refers to sequence '" + id + "' in a single template");
       pieces.push_back({true, {}});
       continue;
     }
@@ -67,10 +69,12 @@ Result<std::unique_ptr<PostProcessor>> parse_template(const Json& node, const st
       HELIUM_ASSIGN_OR_RETURN(const std::string name,
                               json_fields::required_string(item["SpecialToken"], "id", item_where));
       if (special_tokens == node.end() || !special_tokens->is_object() || !special_tokens->contains(name)) {
-        return Status::error(item_where + ": special token '" + name + "' is not in " + where + ".special_tokens");
+        return Status::error(item_where + ": special token '" + name + "' is not in " + where +
+                             ".special_tokens");
       }
       const Json& ids = (*special_tokens)[name]["ids"];
-      if (!ids.is_array()) return Status::error(where + ".special_tokens['" + name + "'].ids must be an array");
+      if (!ids.is_array())
+        return Status::error(where + ".special_tokens['" + name + "'].ids must be an array");
       Template::Piece piece{false, {}};
       for (const Json& id : ids) {
         if (!id.is_number_integer()) {
@@ -114,8 +118,8 @@ Result<std::unique_ptr<PostProcessor>> parse_post_processor(const Json& node, co
     if (it == node.end() || !it->is_array()) return Status::error(where + ".processors must be an array");
     std::vector<std::unique_ptr<PostProcessor>> steps;
     for (size_t i = 0; i < it->size(); ++i) {
-      HELIUM_ASSIGN_OR_RETURN(auto step,
-                              parse_post_processor((*it)[i], where + ".processors[" + std::to_string(i) + "]"));
+      HELIUM_ASSIGN_OR_RETURN(
+          auto step, parse_post_processor((*it)[i], where + ".processors[" + std::to_string(i) + "]"));
       steps.push_back(std::move(step));
     }
     return std::unique_ptr<PostProcessor>(new Sequence(std::move(steps)));

@@ -27,7 +27,8 @@ struct Span {
 };
 
 // Covers `text` with the given sorted, non-overlapping matches and the gaps between them.
-std::vector<Span> spans_from_matches(size_t text_size, const std::vector<std::pair<size_t, size_t>>& matches) {
+std::vector<Span> spans_from_matches(size_t text_size,
+                                     const std::vector<std::pair<size_t, size_t>>& matches) {
   std::vector<Span> spans;
   if (text_size == 0) return {{0, 0, false}};
   size_t previous = 0;
@@ -42,7 +43,8 @@ std::vector<Span> spans_from_matches(size_t text_size, const std::vector<std::pa
 
 // Every character for which `predicate` holds is a match of its own; the runs between are gaps. This is
 // how the reference matches a character or a character predicate.
-std::vector<Span> spans_from_predicate(const std::string& text, const std::function<bool(char32_t)>& predicate) {
+std::vector<Span> spans_from_predicate(const std::string& text,
+                                       const std::function<bool(char32_t)>& predicate) {
   std::vector<std::pair<size_t, size_t>> matches;
   for (size_t pos = 0; pos < text.size();) {
     const size_t begin = pos;
@@ -127,8 +129,8 @@ class Split final : public PieceWise {
 
  protected:
   void split(const PreToken& piece, std::vector<PreToken>& out) const override {
-    split_piece(piece, spans_from_matches(piece.text.size(), pattern_.find_all(piece.text)), invert_, behavior_,
-                out);
+    split_piece(piece, spans_from_matches(piece.text.size(), pattern_.find_all(piece.text)), invert_,
+                behavior_, out);
   }
 
  private:
@@ -201,9 +203,11 @@ class Metaspace final : public PieceWise {
         replaced.text.push_back(c);
       }
     }
-    const bool starts_with_replacement = replaced.text.compare(0, replacement_utf8_.size(), replacement_utf8_) == 0;
-    const bool prepend = !starts_with_replacement && (scheme_ == PrependScheme::kAlways ||
-                                                      (scheme_ == PrependScheme::kFirst && piece.at_input_start));
+    const bool starts_with_replacement =
+        replaced.text.compare(0, replacement_utf8_.size(), replacement_utf8_) == 0;
+    const bool prepend =
+        !starts_with_replacement &&
+        (scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && piece.at_input_start));
     if (prepend) replaced.text.insert(0, replacement_utf8_);
     if (!split_) {
       if (!replaced.text.empty()) out.push_back(std::move(replaced));
@@ -226,8 +230,8 @@ class BertPreTokenizer final : public PreTokenizer {
   void pre_tokenize(std::vector<PreToken>& pieces) const override {
     std::vector<PreToken> words;
     for (const PreToken& piece : pieces) {
-      split_piece(piece, spans_from_predicate(piece.text, unicode::is_white_space), false, SplitBehavior::kRemoved,
-                  words);
+      split_piece(piece, spans_from_predicate(piece.text, unicode::is_white_space), false,
+                  SplitBehavior::kRemoved, words);
     }
     pieces.clear();
     for (const PreToken& word : words) {
@@ -277,9 +281,11 @@ constexpr std::string_view kGpt2Words =
 }  // namespace
 
 Result<PrependScheme> parse_prepend_scheme(const json_fields::Json& node, const std::string& where) {
-  HELIUM_ASSIGN_OR_RETURN(const std::string scheme, json_fields::string_or(node, "prepend_scheme", "", where));
+  HELIUM_ASSIGN_OR_RETURN(const std::string scheme,
+                          json_fields::string_or(node, "prepend_scheme", "", where));
   // Files written before prepend_scheme existed say add_prefix_space instead.
-  HELIUM_ASSIGN_OR_RETURN(const bool add_prefix_space, json_fields::bool_or(node, "add_prefix_space", true, where));
+  HELIUM_ASSIGN_OR_RETURN(const bool add_prefix_space,
+                          json_fields::bool_or(node, "add_prefix_space", true, where));
   if (scheme.empty()) return add_prefix_space ? PrependScheme::kAlways : PrependScheme::kNever;
   PrependScheme parsed;
   if (scheme == "always") {
@@ -318,7 +324,8 @@ Result<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const Json& node, cons
     return Ptr(new ByteLevel(add_prefix_space, std::move(words)));
   }
   if (type == "Metaspace") {
-    HELIUM_ASSIGN_OR_RETURN(const char32_t replacement, json_fields::char_or(node, "replacement", 0x2581, where));
+    HELIUM_ASSIGN_OR_RETURN(const char32_t replacement,
+                            json_fields::char_or(node, "replacement", 0x2581, where));
     HELIUM_ASSIGN_OR_RETURN(const PrependScheme scheme, parse_prepend_scheme(node, where));
     HELIUM_ASSIGN_OR_RETURN(const bool split, json_fields::bool_or(node, "split", true, where));
     return Ptr(new Metaspace(replacement, scheme, split));
@@ -327,29 +334,32 @@ Result<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const Json& node, cons
     HELIUM_ASSIGN_OR_RETURN(Regex words, Regex::from_oniguruma(R"(\w+|[^\w\s]+)"));
     return Ptr(new Split(std::move(words), SplitBehavior::kRemoved, /*invert=*/true));
   }
-  if (type == "WhitespaceSplit") return Ptr(new PredicateSplit(unicode::is_white_space, SplitBehavior::kRemoved));
+  if (type == "WhitespaceSplit")
+    return Ptr(new PredicateSplit(unicode::is_white_space, SplitBehavior::kRemoved));
   if (type == "BertPreTokenizer") return Ptr(new BertPreTokenizer());
   if (type == "Punctuation") {
     HELIUM_ASSIGN_OR_RETURN(const SplitBehavior behavior, parse_behavior(node, "Isolated", where));
     return Ptr(new PredicateSplit(is_punctuation, behavior));
   }
   if (type == "Digits") {
-    HELIUM_ASSIGN_OR_RETURN(const bool individual, json_fields::bool_or(node, "individual_digits", false, where));
+    HELIUM_ASSIGN_OR_RETURN(const bool individual,
+                            json_fields::bool_or(node, "individual_digits", false, where));
     return Ptr(new PredicateSplit(unicode::is_numeric,
                                   individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous));
   }
   if (type == "CharDelimiterSplit") {
     HELIUM_ASSIGN_OR_RETURN(const char32_t delimiter, json_fields::char_or(node, "delimiter", 0, where));
     if (delimiter == 0) return Status::error(where + ".delimiter is missing");
-    return Ptr(new PredicateSplit([delimiter](char32_t cp) { return cp == delimiter; }, SplitBehavior::kRemoved));
+    return Ptr(
+        new PredicateSplit([delimiter](char32_t cp) { return cp == delimiter; }, SplitBehavior::kRemoved));
   }
   if (type == "Sequence") {
     const auto it = node.find("pretokenizers");
     if (it == node.end() || !it->is_array()) return Status::error(where + ".pretokenizers must be an array");
     std::vector<Ptr> steps;
     for (size_t i = 0; i < it->size(); ++i) {
-      HELIUM_ASSIGN_OR_RETURN(Ptr step,
-                              parse_pre_tokenizer((*it)[i], where + ".pretokenizers[" + std::to_string(i) + "]"));
+      HELIUM_ASSIGN_OR_RETURN(
+          Ptr step, parse_pre_tokenizer((*it)[i], where + ".pretokenizers[" + std::to_string(i) + "]"));
       steps.push_back(std::move(step));
     }
     return Ptr(new Sequence(std::move(steps)));

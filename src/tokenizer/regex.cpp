@@ -15,7 +15,8 @@ namespace {
 
 // Oniguruma's word characters (its Unicode "Word" property, plus the Latin-1 digits and fractions its
 // ctype table marks as word characters).
-constexpr std::string_view kWordSet = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}";
+constexpr std::string_view kWordSet =
+    "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}";
 constexpr std::string_view kWhiteSpace = "\\p{White_Space}";
 constexpr std::string_view kNotWhiteSpace = "\\P{White_Space}";
 constexpr std::string_view kHexDigits = "0-9A-Fa-f";
@@ -36,8 +37,12 @@ void append_class(std::string& out, bool negated, std::string_view contents) {
   append_all(out, {negated ? "[^" : "[", contents, "]"});
 }
 
-bool is_hex(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_hex(char c) {
+  return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+}
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 // Length of an interval quantifier `{n}`, `{n,}`, `{n,m}` or `{,m}` at `pos`, or 0 when the brace is a
 // literal (Oniguruma and PCRE2 both read a malformed interval as literal text).
@@ -61,17 +66,28 @@ size_t interval_length(std::string_view p, size_t pos) {
 // Oniguruma definition is not a plain union of properties are left out and rejected.
 bool posix_class(std::string_view name, std::string& positive, std::string& negated) {
   negated.clear();
-  if (name == "alpha") positive = "\\p{Alphabetic}", negated = "\\P{Alphabetic}";
-  else if (name == "alnum") positive = "\\p{Alphabetic}\\p{Nd}";
-  else if (name == "digit") positive = "\\p{Nd}", negated = "\\P{Nd}";
-  else if (name == "lower") positive = "\\p{Lowercase}", negated = "\\P{Lowercase}";
-  else if (name == "upper") positive = "\\p{Uppercase}", negated = "\\P{Uppercase}";
-  else if (name == "space") positive = std::string(kWhiteSpace), negated = std::string(kNotWhiteSpace);
-  else if (name == "blank") positive = "\\t\\p{Zs}";
-  else if (name == "cntrl") positive = "\\p{Cc}", negated = "\\P{Cc}";
-  else if (name == "word") positive = std::string(kWordSet);
-  else if (name == "xdigit") positive = std::string(kHexDigits);
-  else return false;
+  if (name == "alpha")
+    positive = "\\p{Alphabetic}", negated = "\\P{Alphabetic}";
+  else if (name == "alnum")
+    positive = "\\p{Alphabetic}\\p{Nd}";
+  else if (name == "digit")
+    positive = "\\p{Nd}", negated = "\\P{Nd}";
+  else if (name == "lower")
+    positive = "\\p{Lowercase}", negated = "\\P{Lowercase}";
+  else if (name == "upper")
+    positive = "\\p{Uppercase}", negated = "\\P{Uppercase}";
+  else if (name == "space")
+    positive = std::string(kWhiteSpace), negated = std::string(kNotWhiteSpace);
+  else if (name == "blank")
+    positive = "\\t\\p{Zs}";
+  else if (name == "cntrl")
+    positive = "\\p{Cc}", negated = "\\P{Cc}";
+  else if (name == "word")
+    positive = std::string(kWordSet);
+  else if (name == "xdigit")
+    positive = std::string(kHexDigits);
+  else
+    return false;
   return true;
 }
 
@@ -81,8 +97,12 @@ Result<size_t> translate_escape(std::string_view p, size_t pos, bool in_class, s
   const char c = p[pos + 1];
   const size_t next = pos + 2;
   switch (c) {
-    case 's': out += kWhiteSpace; return next;
-    case 'S': out += kNotWhiteSpace; return next;
+    case 's':
+      out += kWhiteSpace;
+      return next;
+    case 'S':
+      out += kNotWhiteSpace;
+      return next;
     case 'w':
       if (in_class) {
         out += kWordSet;
@@ -121,7 +141,9 @@ Result<size_t> translate_escape(std::string_view p, size_t pos, bool in_class, s
       }
       return next;
     }
-    case 'v': out += "\\x{0B}"; return next;  // PCRE2's \v is a class of vertical spaces
+    case 'v':
+      out += "\\x{0B}";
+      return next;  // PCRE2's \v is a class of vertical spaces
     case 'u': {
       if (pos + 6 > p.size() || !is_hex(p[pos + 2]) || !is_hex(p[pos + 3]) || !is_hex(p[pos + 4]) ||
           !is_hex(p[pos + 5])) {
@@ -186,8 +208,9 @@ Result<std::string> translate_oniguruma_pattern(std::string_view p) {
           if (negate) name.remove_prefix(1);
           std::string positive, negated;
           if (!posix_class(name, positive, negated) || (negate && negated.empty())) {
-            return pattern_error(p, i, "POSIX class [:" + std::string(negate ? "^" : "") + std::string(name) +
-                                           ":] is not supported");
+            return pattern_error(p, i,
+                                 "POSIX class [:" + std::string(negate ? "^" : "") + std::string(name) +
+                                     ":] is not supported");
           }
           out += negate ? negated : positive;
           i = end + 2;
@@ -218,8 +241,10 @@ Result<std::string> translate_oniguruma_pattern(std::string_view p) {
           ++i;
           continue;
         }
-        if (p[i + 1] == ',') out += "{0";
-        else out.push_back('{');
+        if (p[i + 1] == ',')
+          out += "{0";
+        else
+          out.push_back('{');
         out.append(p.substr(i + 1, n - 1));
         i += n;
         after_interval = true;

@@ -62,12 +62,16 @@ Result<ConfigFacts> parse_config(std::string_view text) {
     return facts;
   }
   // Several named templates: the one called "default" is the chat template (as in transformers).
-  if (!chat_template->is_array()) return Status::error("chat_template must be a string or a list of templates");
+  if (!chat_template->is_array())
+    return Status::error("chat_template must be a string or a list of templates");
   for (const Json& entry : *chat_template) {
-    if (!entry.is_object()) return Status::error("chat_template entries must be {\"name\", \"template\"} objects");
-    HELIUM_ASSIGN_OR_RETURN(const std::string name, json_fields::required_string(entry, "name", "chat_template[]"));
+    if (!entry.is_object())
+      return Status::error("chat_template entries must be {\"name\", \"template\"} objects");
+    HELIUM_ASSIGN_OR_RETURN(const std::string name,
+                            json_fields::required_string(entry, "name", "chat_template[]"));
     if (name != "default") continue;
-    HELIUM_ASSIGN_OR_RETURN(facts.chat_template, json_fields::required_string(entry, "template", "chat_template[]"));
+    HELIUM_ASSIGN_OR_RETURN(facts.chat_template,
+                            json_fields::required_string(entry, "template", "chat_template[]"));
   }
   return facts;
 }
@@ -94,7 +98,9 @@ class JsonTokenizer final : public Tokenizer {
   std::optional<int32_t> eos_token_id() const override { return eos_id_; }
   const std::string& chat_template() const override { return chat_template_; }
 
-  static Result<std::shared_ptr<const Tokenizer>> build(const Json& tokenizer, const ConfigFacts& config);
+  static Result<std::shared_ptr<JsonTokenizer>> build(const Json& tokenizer);
+  // Takes bos/eos and the chat template from tokenizer_config.json.
+  Status apply_config(const ConfigFacts& config);
 
  private:
   const std::string* token_string(int32_t id) const {
@@ -104,11 +110,11 @@ class JsonTokenizer final : public Tokenizer {
   // Normalizes, pre-tokenizes and tokenizes one stretch of text that holds no raw-matched added token.
   void encode_plain(std::string_view text, bool at_input_start, std::vector<int32_t>& ids) const;
 
-  std::unique_ptr<Normalizer> normalizer_;        // may be null
-  std::unique_ptr<PreTokenizer> pre_tokenizer_;   // may be null
+  std::unique_ptr<Normalizer> normalizer_;       // may be null
+  std::unique_ptr<PreTokenizer> pre_tokenizer_;  // may be null
   std::unique_ptr<BpeModel> model_;
   std::unique_ptr<PostProcessor> post_processor_;  // may be null
-  std::unique_ptr<Decoder> decoder_;              // may be null
+  std::unique_ptr<Decoder> decoder_;               // may be null
   AddedVocabulary added_;
   int32_t vocab_size_ = 0;
   std::optional<int32_t> bos_id_, eos_id_;
@@ -135,7 +141,8 @@ std::vector<int32_t> JsonTokenizer::encode(std::string_view raw, bool add_specia
   return ids;
 }
 
-void JsonTokenizer::encode_plain(std::string_view text, bool at_input_start, std::vector<int32_t>& ids) const {
+void JsonTokenizer::encode_plain(std::string_view text, bool at_input_start,
+                                 std::vector<int32_t>& ids) const {
   if (text.empty()) return;
   const std::string normalized = normalizer_ ? normalizer_->normalize(std::string(text)) : std::string(text);
   std::vector<PreToken> words;
@@ -177,7 +184,8 @@ std::string JsonTokenizer::decode(std::span<const int32_t> ids, bool skip_specia
 
 // Reads an optional component: absent or null means "none".
 template <class Component, class ParseFn>
-Status parse_optional(const Json& tokenizer, const char* key, ParseFn parse, std::unique_ptr<Component>& out) {
+Status parse_optional(const Json& tokenizer, const char* key, ParseFn parse,
+                      std::unique_ptr<Component>& out) {
   const auto it = tokenizer.find(key);
   if (it == tokenizer.end() || it->is_null()) return Status::ok();
   Result<std::unique_ptr<Component>> parsed = parse(*it, key);
@@ -186,7 +194,7 @@ Status parse_optional(const Json& tokenizer, const char* key, ParseFn parse, std
   return Status::ok();
 }
 
-Result<std::shared_ptr<const Tokenizer>> JsonTokenizer::build(const Json& tokenizer, const ConfigFacts& config) {
+Result<std::shared_ptr<JsonTokenizer>> JsonTokenizer::build(const Json& tokenizer) {
   if (!tokenizer.is_object()) return Status::error("the top level must be an object");
   auto result = std::make_shared<JsonTokenizer>();
 
@@ -205,15 +213,16 @@ Result<std::shared_ptr<const Tokenizer>> JsonTokenizer::build(const Json& tokeni
   HELIUM_ASSIGN_OR_RETURN(result->model_, BpeModel::from_json(*model));
 
   HELIUM_RETURN_IF_ERROR(parse_optional(tokenizer, "normalizer", parse_normalizer, result->normalizer_));
-  HELIUM_RETURN_IF_ERROR(parse_optional(tokenizer, "pre_tokenizer", parse_pre_tokenizer, result->pre_tokenizer_));
+  HELIUM_RETURN_IF_ERROR(
+      parse_optional(tokenizer, "pre_tokenizer", parse_pre_tokenizer, result->pre_tokenizer_));
   HELIUM_RETURN_IF_ERROR(
       parse_optional(tokenizer, "post_processor", parse_post_processor, result->post_processor_));
   HELIUM_RETURN_IF_ERROR(parse_optional(tokenizer, "decoder", parse_decoder, result->decoder_));
 
   const auto added = tokenizer.find("added_tokens");
-  HELIUM_ASSIGN_OR_RETURN(result->added_,
-                          AddedVocabulary::from_json(added == tokenizer.end() ? Json() : *added,
-                                                     result->normalizer_.get()));
+  HELIUM_ASSIGN_OR_RETURN(
+      result->added_,
+      AddedVocabulary::from_json(added == tokenizer.end() ? Json() : *added, result->normalizer_.get()));
 
   // The model's ids and the added tokens' ids together; the engine sizes its logits by this.
   result->vocab_size_ = result->model_->id_end();
@@ -221,21 +230,27 @@ Result<std::shared_ptr<const Tokenizer>> JsonTokenizer::build(const Json& tokeni
     result->vocab_size_ = std::max(result->vocab_size_, token.id + 1);
   }
 
-  auto resolve = [&](const std::optional<std::string>& name, const char* key) -> Result<std::optional<int32_t>> {
+  return result;
+}
+
+Status JsonTokenizer::apply_config(const ConfigFacts& config) {
+  auto resolve = [this](const std::optional<std::string>& name,
+                        const char* key) -> Result<std::optional<int32_t>> {
     if (!name) return std::optional<int32_t>();
-    const std::optional<int32_t> id = result->token_to_id(*name);
-    if (!id) return Status::error(std::string("tokenizer_config: ") + key + " '" + *name + "' is not a token");
+    const std::optional<int32_t> id = token_to_id(*name);
+    if (!id) return Status::error(std::string(key) + " '" + *name + "' is not a token of the tokenizer");
     return id;
   };
-  HELIUM_ASSIGN_OR_RETURN(result->bos_id_, resolve(config.bos_token, "bos_token"));
-  HELIUM_ASSIGN_OR_RETURN(result->eos_id_, resolve(config.eos_token, "eos_token"));
-  result->chat_template_ = config.chat_template;
-  return std::shared_ptr<const Tokenizer>(std::move(result));
+  HELIUM_ASSIGN_OR_RETURN(bos_id_, resolve(config.bos_token, "bos_token"));
+  HELIUM_ASSIGN_OR_RETURN(eos_id_, resolve(config.eos_token, "eos_token"));
+  chat_template_ = config.chat_template;
+  return Status::ok();
 }
 
 Result<std::shared_ptr<const Tokenizer>> build_tokenizer(std::string_view tokenizer_json,
                                                          std::string_view tokenizer_config_json,
-                                                         const std::string& origin, const std::string& config_origin,
+                                                         const std::string& origin,
+                                                         const std::string& config_origin,
                                                          std::string fallback_chat_template) {
   Result<ConfigFacts> config = parse_config(tokenizer_config_json);
   if (!config.is_ok()) return config.status().with_context(config_origin);
@@ -245,9 +260,11 @@ Result<std::shared_ptr<const Tokenizer>> build_tokenizer(std::string_view tokeni
   // nlohmann::json reports type mismatches by throwing; every field is read through checked accessors,
   // so this is only a guard that keeps an unforeseen shape from escaping as an exception.
   try {
-    Result<std::shared_ptr<const Tokenizer>> built = JsonTokenizer::build(parsed.value(), config.value());
+    Result<std::shared_ptr<JsonTokenizer>> built = JsonTokenizer::build(parsed.value());
     if (!built.is_ok()) return built.status().with_context(origin);
-    return built;
+    const Status configured = built.value()->apply_config(config.value());
+    if (!configured.is_ok()) return configured.with_context(config_origin);
+    return std::shared_ptr<const Tokenizer>(std::move(built).value());
   } catch (const Json::exception& e) {
     return Status::error(std::string("unexpected structure: ") + e.what()).with_context(origin);
   }
@@ -258,7 +275,8 @@ Result<std::shared_ptr<const Tokenizer>> build_tokenizer(std::string_view tokeni
 Result<std::shared_ptr<const Tokenizer>> Tokenizer::from_json(std::string_view tokenizer_json,
                                                               std::string_view tokenizer_config_json,
                                                               const std::string& origin) {
-  return build_tokenizer(tokenizer_json, tokenizer_config_json, origin, origin + " (tokenizer_config.json)", "");
+  return build_tokenizer(tokenizer_json, tokenizer_config_json, origin, origin + " (tokenizer_config.json)",
+                         "");
 }
 
 Result<std::shared_ptr<const Tokenizer>> Tokenizer::from_dir(const std::string& dir) {

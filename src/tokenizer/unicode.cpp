@@ -3,13 +3,17 @@
 
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
 
 namespace helium::unicode {
 
 namespace {
 
-bool is_continuation(unsigned char b) { return (b & 0xC0) == 0x80; }
+bool is_continuation(unsigned char b) {
+  return (b & 0xC0) == 0x80;
+}
 
 // Scans the UTF-8 sequence at `pos`: returns how many bytes belong to it and sets `complete` when they
 // form a well-formed character. An ill-formed sequence is cut at its "maximal subpart": the lead byte
@@ -84,10 +88,18 @@ char32_t decode_next(std::string_view text, size_t& pos) {
   const size_t n = sequence_length(b0);
   char32_t cp;
   switch (n) {
-    case 1: cp = b0; break;
-    case 2: cp = b0 & 0x1F; break;
-    case 3: cp = b0 & 0x0F; break;
-    default: cp = b0 & 0x07; break;
+    case 1:
+      cp = b0;
+      break;
+    case 2:
+      cp = b0 & 0x1F;
+      break;
+    case 3:
+      cp = b0 & 0x0F;
+      break;
+    default:
+      cp = b0 & 0x07;
+      break;
   }
   for (size_t k = 1; k < n && pos + k < text.size(); ++k) {
     cp = (cp << 6) | (static_cast<unsigned char>(text[pos + k]) & 0x3F);
@@ -167,15 +179,23 @@ std::string normalize(std::string_view text, NormalForm form) {
 
   int options = UTF8PROC_STABLE;
   switch (form) {
-    case NormalForm::kNfc: options |= UTF8PROC_COMPOSE; break;
-    case NormalForm::kNfd: options |= UTF8PROC_DECOMPOSE; break;
-    case NormalForm::kNfkc: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-    case NormalForm::kNfkd: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+    case NormalForm::kNfc:
+      options |= UTF8PROC_COMPOSE;
+      break;
+    case NormalForm::kNfd:
+      options |= UTF8PROC_DECOMPOSE;
+      break;
+    case NormalForm::kNfkc:
+      options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+      break;
+    case NormalForm::kNfkd:
+      options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+      break;
   }
   utf8proc_uint8_t* mapped = nullptr;
-  const utf8proc_ssize_t n =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                   static_cast<utf8proc_ssize_t>(text.size()), &mapped, static_cast<utf8proc_option_t>(options));
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                                          static_cast<utf8proc_ssize_t>(text.size()), &mapped,
+                                          static_cast<utf8proc_option_t>(options));
   // utf8proc only fails on invalid UTF-8 or allocation failure; the callers pass valid UTF-8, so a
   // failure leaves the text as it was rather than losing it.
   if (n < 0) return std::string(text);
@@ -199,14 +219,10 @@ bool is_case_ignorable(char32_t cp) {
     default:
       break;
   }
-  switch (cp) {
-    case 0x27: case 0x2E: case 0x3A: case 0xB7: case 0x387: case 0x55F: case 0x5F4: case 0x2018:
-    case 0x2019: case 0x2024: case 0x2027: case 0xFE13: case 0xFE52: case 0xFE55: case 0xFF07:
-    case 0xFF0E: case 0xFF1A:
-      return true;
-    default:
-      return false;
-  }
+  static constexpr char32_t kWordBreakMid[] = {0x27,   0x2E,   0x3A,   0xB7,   0x387,  0x55F,
+                                               0x5F4,  0x2018, 0x2019, 0x2024, 0x2027, 0xFE13,
+                                               0xFE52, 0xFE55, 0xFF07, 0xFF0E, 0xFF1A};
+  return std::find(std::begin(kWordBreakMid), std::end(kWordBreakMid), cp) != std::end(kWordBreakMid);
 }
 
 // Cased: Lowercase, Uppercase or Lt. utf8proc's islower/isupper cover Ll/Lu and the Other_Lowercase and

@@ -10,9 +10,11 @@
 // One character is left out for another reason: U+017F (ſ, long s). Rust's Oniguruma and PCRE2 apply
 // Unicode case folding in (?i:'s|'t|...), under which ſ matches s; the JavaScript port folds ASCII only
 // (its README says full case folding cannot be reproduced). helium follows the Rust library, so "'ſ"
-// is checked by a unit test (tokenizer_components_test) instead of against the JavaScript port.
+// is checked by a unit test (TokenizerRegex.CaseInsensitiveGroupsFoldUnicodeLikeOniguruma in
+// components_test.cpp) instead of against the JavaScript port.
 #include "random_corpus.h"
 
+#include <algorithm>
 #include <array>
 #include <random>
 #include <string_view>
@@ -46,7 +48,9 @@ class Rng {
   explicit Rng(uint64_t seed) : engine_(seed) {}
   uint64_t below(uint64_t n) { return engine_() % n; }
   bool chance(unsigned percent) { return below(100) < percent; }
-  char32_t in(char32_t first, char32_t last) { return first + static_cast<char32_t>(below(last - first + 1)); }
+  char32_t in(char32_t first, char32_t last) {
+    return first + static_cast<char32_t>(below(last - first + 1));
+  }
   template <class T, size_t N>
   const T& pick(const std::array<T, N>& items) {
     return items[below(N)];
@@ -95,49 +99,120 @@ constexpr std::array<Range, 30> kScriptRanges = {{
 }};
 
 constexpr std::array<std::string_view, 40> kCode = {{
-    "def main():\n    return 0\n", "int main(int argc, char** argv) {", "std::vector<int> v{1, 2, 3};",
-    "fn main() -> Result<(), Box<dyn Error>> {", "const x = () => { return y ?? z; };", "#include <stdio.h>\n",
-    "if (a != b && c <= d) { ++i; }", "for i in range(10):\n\tprint(i)", "impl<'a> Foo<'a> for Bar {}",
-    "console.log(`${name}`);", "x += 1  # comment", "/* block */", "// line comment\n", "SELECT * FROM t;",
-    "let s = \"hello\\n\";", "    ", "\t\t", "\r\n", "0x7fff_ffff", "3.14159e-10", "a->b", "a::b", "!==",
-    "<div class=\"x\">", "</div>", "{{ user }}", "$HOME/.config", "C:\\Windows\\", "@decorator", "...",
-    "__init__", "snake_case_name", "CamelCaseName", "ALL_CAPS", "i18n", "e.g.", "U.S.A.", "'''", "\"\"\"", "@@",
+    "def main():\n    return 0\n",
+    "int main(int argc, char** argv) {",
+    "std::vector<int> v{1, 2, 3};",
+    "fn main() -> Result<(), Box<dyn Error>> {",
+    "const x = () => { return y ?? z; };",
+    "#include <stdio.h>\n",
+    "if (a != b && c <= d) { ++i; }",
+    "for i in range(10):\n\tprint(i)",
+    "impl<'a> Foo<'a> for Bar {}",
+    "console.log(`${name}`);",
+    "x += 1  # comment",
+    "/* block */",
+    "// line comment\n",
+    "SELECT * FROM t;",
+    "let s = \"hello\\n\";",
+    "    ",
+    "\t\t",
+    "\r\n",
+    "0x7fff_ffff",
+    "3.14159e-10",
+    "a->b",
+    "a::b",
+    "!==",
+    "<div class=\"x\">",
+    "</div>",
+    "{{ user }}",
+    "$HOME/.config",
+    "C:\\Windows\\",
+    "@decorator",
+    "...",
+    "__init__",
+    "snake_case_name",
+    "CamelCaseName",
+    "ALL_CAPS",
+    "i18n",
+    "e.g.",
+    "U.S.A.",
+    "'''",
+    "\"\"\"",
+    "@@",
 }};
 
 constexpr std::array<std::string_view, 40> kSpecialText = {{
-    "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
-    "<|fim_prefix|>", "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>",
-    "<|end_header_id|>", "<|reserved_special_token_7|>", "<start_of_turn>", "<end_of_turn>", "<bos>", "<eos>",
-    "<pad>", "<unk>", "<mask>", "[multimodal]", "<unused42>", "<h1>", "</table>", "<code>", "<|start|>",
-    "<|end|>", "<|message|>", "<|channel|>", "<|return|>", "<|call|>", "<|constrain|>", "<|im_start",
-    "im_start|>", "<|<|im_end|>|>", "<0x41>", "\xE2\x96\x81", "\xE2\x96\x81\xE2\x96\x81", "<s>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<|fim_prefix|>",
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|eot_id|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|reserved_special_token_7|>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<bos>",
+    "<eos>",
+    "<pad>",
+    "<unk>",
+    "<mask>",
+    "[multimodal]",
+    "<unused42>",
+    "<h1>",
+    "</table>",
+    "<code>",
+    "<|start|>",
+    "<|end|>",
+    "<|message|>",
+    "<|channel|>",
+    "<|return|>",
+    "<|call|>",
+    "<|constrain|>",
+    "<|im_start",
+    "im_start|>",
+    "<|<|im_end|>|>",
+    "<0x41>",
+    "\xE2\x96\x81",
+    "\xE2\x96\x81\xE2\x96\x81",
+    "<s>",
 }};
 
-constexpr std::array<std::string_view, 16> kEmoji = {{
-    "\xF0\x9F\x98\x80",                                                  // 😀
-    "\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD",                                  // 👍🏽
-    "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7\xE2\x80\x8D\xF0\x9F\x91\xA6",  // family
-    "\xF0\x9F\x91\xA9\xF0\x9F\x8F\xBD\xE2\x80\x8D\xF0\x9F\x92\xBB",      // 👩🏽‍💻
-    "\xF0\x9F\x8F\xB3\xEF\xB8\x8F\xE2\x80\x8D\xF0\x9F\x8C\x88",          // 🏳️‍🌈
-    "\xF0\x9F\x87\xAB\xF0\x9F\x87\xB7",                                  // 🇫🇷
-    "\xF0\x9F\x87\xAF\xF0\x9F\x87\xB5",                                  // 🇯🇵
-    "1\xEF\xB8\x8F\xE2\x83\xA3",                                         // 1️⃣
-    "\xE2\x9D\xA4\xEF\xB8\x8F",                                          // ❤️
-    "\xE2\x98\x95",                                                      // ☕
-    "\xF0\x9F\xA4\x96",                                                  // 🤖
-    "\xF0\x9F\x9A\x80",                                                  // 🚀
-    "\xF0\x9F\x90\x8D",                                                  // 🐍
-    "\xF0\x9F\xA6\x80",                                                  // 🦀
-    "\xE2\x9C\x85",                                                      // ✅
-    "\xF0\x9F\x94\xA5",                                                  // 🔥
-}};
+constexpr std::array<std::string_view, 16> kEmoji = {
+    {
+        "\xF0\x9F\x98\x80",                  // 😀
+        "\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD",  // 👍🏽
+        "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7\xE2\x80\x8D\xF0\x9F\x91"
+        "\xA6",                                                          // family
+        "\xF0\x9F\x91\xA9\xF0\x9F\x8F\xBD\xE2\x80\x8D\xF0\x9F\x92\xBB",  // 👩🏽‍💻
+        "\xF0\x9F\x8F\xB3\xEF\xB8\x8F\xE2\x80\x8D\xF0\x9F\x8C\x88",      // 🏳️‍🌈
+        "\xF0\x9F\x87\xAB\xF0\x9F\x87\xB7",                              // 🇫🇷
+        "\xF0\x9F\x87\xAF\xF0\x9F\x87\xB5",                              // 🇯🇵
+        "1\xEF\xB8\x8F\xE2\x83\xA3",                                     // 1️⃣
+        "\xE2\x9D\xA4\xEF\xB8\x8F",                                      // ❤️
+        "\xE2\x98\x95",                                                  // ☕
+        "\xF0\x9F\xA4\x96",                                              // 🤖
+        "\xF0\x9F\x9A\x80",                                              // 🚀
+        "\xF0\x9F\x90\x8D",                                              // 🐍
+        "\xF0\x9F\xA6\x80",                                              // 🦀
+        "\xE2\x9C\x85",                                                  // ✅
+        "\xF0\x9F\x94\xA5",                                              // 🔥
+    }};
 
 constexpr std::array<char32_t, 30> kWhitespace = {{
-    ' ', ' ', ' ', ' ', '\t', '\n', '\n', '\r', 0x0B, 0x0C, 0x85, 0xA0, 0x1680, 0x2000, 0x2003, 0x2007,
-    0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0x180E, 0x200B, 0xFEFF, 0x2060, '\n', ' ', '\t', ' ',
+    ' ',    ' ',    ' ',    ' ',    '\t',   '\n',   '\n',   '\r',   0x0B,   0x0C,
+    0x85,   0xA0,   0x1680, 0x2000, 0x2003, 0x2007, 0x200A, 0x2028, 0x2029, 0x202F,
+    0x205F, 0x3000, 0x180E, 0x200B, 0xFEFF, 0x2060, '\n',   ' ',    '\t',   ' ',
 }};
 
-constexpr std::array<std::string_view, 9> kContractions = {{"'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "\xE2\x80\x99s", "'"}};
+constexpr std::array<std::string_view, 9> kContractions = {
+    {"'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "\xE2\x80\x99s", "'"}};
 
 void ascii_word(Rng& rng, std::string& out) {
   const size_t n = 1 + rng.below(12);
@@ -170,7 +245,8 @@ void digits(Rng& rng, std::string& out) {
     if (rng.chance(90)) {
       out.push_back(static_cast<char>('0' + rng.below(10)));
     } else {
-      static constexpr std::array<char32_t, 8> kOther = {{0x0661, 0x0967, 0xFF13, 0xB2, 0xBD, 0x2162, 0x2460, 0x1D7D9}};
+      static constexpr std::array<char32_t, 8> kOther = {
+          {0x0661, 0x0967, 0xFF13, 0xB2, 0xBD, 0x2162, 0x2460, 0x1D7D9}};
       append_utf8(out, rng.pick(kOther));
     }
   }
@@ -191,7 +267,8 @@ void combining(Rng& rng, std::string& out) {
 }
 
 void control(Rng& rng, std::string& out) {
-  static constexpr std::array<char32_t, 10> kControls = {{0x00, 0x01, 0x07, 0x08, 0x1B, 0x1F, 0x7F, 0x80, 0x9F, 0xAD}};
+  static constexpr std::array<char32_t, 10> kControls = {
+      {0x00, 0x01, 0x07, 0x08, 0x1B, 0x1F, 0x7F, 0x80, 0x9F, 0xAD}};
   append_utf8(out, rng.pick(kControls));
 }
 
@@ -208,14 +285,30 @@ void random_bytes(Rng& rng, std::string& out) {
   const size_t n = 1 + rng.below(12);
   for (size_t i = 0; i < n; ++i) {
     switch (rng.below(8)) {
-      case 0: bytes.push_back(static_cast<char>(rng.below(0x80))); break;
-      case 1: bytes.push_back(static_cast<char>(0x80 + rng.below(0x40))); break;          // continuation
-      case 2: bytes.push_back(static_cast<char>(0xC0 + rng.below(0x40))); break;          // lead
-      case 3: bytes += "\xED\xA0\x80"; break;                                              // surrogate
-      case 4: bytes += rng.chance(50) ? "\xC0\xAF" : "\xE0\x80\xAF"; break;                // overlong '/'
-      case 5: bytes += rng.chance(50) ? "\xE4\xB8" : "\xF0\x9F\x98"; break;                // truncated
-      case 6: bytes.push_back(static_cast<char>(0xF5 + rng.below(11))); break;            // never valid
-      default: bytes.push_back(static_cast<char>(rng.below(256))); break;
+      case 0:
+        bytes.push_back(static_cast<char>(rng.below(0x80)));
+        break;
+      case 1:
+        bytes.push_back(static_cast<char>(0x80 + rng.below(0x40)));
+        break;  // continuation
+      case 2:
+        bytes.push_back(static_cast<char>(0xC0 + rng.below(0x40)));
+        break;  // lead
+      case 3:
+        bytes += "\xED\xA0\x80";
+        break;  // surrogate
+      case 4:
+        bytes += rng.chance(50) ? "\xC0\xAF" : "\xE0\x80\xAF";
+        break;  // overlong '/'
+      case 5:
+        bytes += rng.chance(50) ? "\xE4\xB8" : "\xF0\x9F\x98";
+        break;  // truncated
+      case 6:
+        bytes.push_back(static_cast<char>(0xF5 + rng.below(11)));
+        break;  // never valid
+      default:
+        bytes.push_back(static_cast<char>(rng.below(256)));
+        break;
     }
   }
   // Break any well-formed multi-byte sequence whose code point is not stable across Unicode versions.
@@ -284,6 +377,28 @@ std::vector<std::string> random_corpus(uint64_t seed, size_t count) {
   corpus.reserve(count);
   for (size_t i = 0; i < count; ++i) corpus.push_back(random_string(rng));
   return corpus;
+}
+
+std::vector<std::vector<int32_t>> random_id_lists(uint64_t seed, size_t count, int32_t vocab_size) {
+  Rng rng(seed);
+  const auto size = static_cast<uint64_t>(vocab_size);
+  std::vector<std::vector<int32_t>> lists(count);
+  for (auto& ids : lists) {
+    const size_t n = 1 + rng.below(24);
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t kind = rng.below(100);
+      uint64_t id;
+      if (kind < 40) {
+        id = rng.below(std::min<uint64_t>(size, 600));
+      } else if (kind < 85) {
+        id = rng.below(size);
+      } else {
+        id = size - 1 - rng.below(std::min<uint64_t>(size, 300));
+      }
+      ids.push_back(static_cast<int32_t>(id));
+    }
+  }
+  return lists;
 }
 
 }  // namespace helium::test

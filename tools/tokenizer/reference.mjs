@@ -4,14 +4,16 @@
 //
 //   node tools/tokenizer/reference.mjs <npm-tools-dir> <tokenizer-dir> <corpus.json> <out.json>
 //
-// corpus.json is a JSON array of hex-encoded byte strings (so that invalid UTF-8 and NUL survive the
-// trip). Each is decoded with TextDecoder, which replaces invalid UTF-8 by U+FFFD with the WHATWG
-// maximal-subpart rule; ignoreBOM keeps a leading U+FEFF as text, as Rust's String::from_utf8_lossy and
-// helium do. out.json gets, per string:
+// corpus.json is {"texts": [...], "id_lists": [[...], ...]}. The texts are hex-encoded byte strings (so
+// that invalid UTF-8 and NUL survive the trip), each decoded with TextDecoder, which replaces invalid
+// UTF-8 by U+FFFD with the WHATWG maximal-subpart rule; ignoreBOM keeps a leading U+FEFF as text, as
+// Rust's String::from_utf8_lossy and helium do. out.json gets, per text:
 //   ids          encode(text, {add_special_tokens: false}).ids
 //   ids_special  encode(text, {add_special_tokens: true}).ids
 //   decoded      decode(ids), hex-encoded UTF-8
 //   decoded_skip decode(ids, {skip_special_tokens: true}), hex-encoded UTF-8
+// and per id list (arbitrary ids, so also byte tokens that do not form valid UTF-8), "decoded" and
+// "decoded_skip" likewise.
 // decode runs with clean_up_tokenization_spaces: false: the Rust library's decode (which helium follows)
 // has no such step; it is a Python `transformers` post-processing option.
 import { readFileSync, writeFileSync } from "node:fs";
@@ -44,7 +46,7 @@ const decode = (ids, options) =>
   ids.length === 0 ? "" : tokenizer.decode(ids, { clean_up_tokenization_spaces: false, ...options });
 
 const corpus = JSON.parse(readFileSync(corpusPath, "utf8"));
-const results = corpus.map((hex) => {
+const results = corpus.texts.map((hex) => {
   const text = textDecoder.decode(Buffer.from(hex, "hex"));
   const ids = tokenizer.encode(text, { add_special_tokens: false }).ids;
   const idsSpecial = tokenizer.encode(text, { add_special_tokens: true }).ids;
@@ -55,4 +57,8 @@ const results = corpus.map((hex) => {
     decoded_skip: toHex(decode(ids, { skip_special_tokens: true })),
   };
 });
-writeFileSync(outPath, JSON.stringify({ tokenizer: tokenizerDir, results }));
+const idResults = corpus.id_lists.map((ids) => ({
+  decoded: toHex(decode(ids, {})),
+  decoded_skip: toHex(decode(ids, { skip_special_tokens: true })),
+}));
+writeFileSync(outPath, JSON.stringify({ tokenizer: tokenizerDir, results, id_results: idResults }));
