@@ -5,7 +5,7 @@
 
 #include "tokenizer/unicode.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 
 namespace {
 
@@ -183,4 +183,4 @@ std::vector<AddedVocabulary::Split> AddedVocabulary::split(std::string_view text
   return splits;
 }
 
-}  // namespace helium
+}  // namespace helium::tokenizer_json

@@ -17,7 +17,7 @@
 #include "tokenizer/normalizer.h"
 #include "tokenizer/regex.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 
 struct AddedToken {
   int32_t id = 0;
@@ -76,4 +76,4 @@ class AddedVocabulary {
   std::optional<Regex> word_char_;  // compiled only when some token is single_word
 };
 
-}  // namespace helium
+}  // namespace helium::tokenizer_json

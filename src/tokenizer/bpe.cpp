@@ -7,7 +7,7 @@
 
 #include "tokenizer/unicode.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 
 namespace {
 
@@ -309,4 +309,4 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
   }
 }
 
-}  // namespace helium
+}  // namespace helium::tokenizer_json

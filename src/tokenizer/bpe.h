@@ -15,7 +15,7 @@
 #include "core/status.h"
 #include "tokenizer/json_fields.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 
 class BpeModel {
  public:
@@ -80,4 +80,4 @@ class BpeModel {
   mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_;
 };
 
-}  // namespace helium
+}  // namespace helium::tokenizer_json

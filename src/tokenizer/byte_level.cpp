@@ -5,7 +5,7 @@
 
 #include "tokenizer/unicode.h"
 
-namespace helium::byte_level {
+namespace helium::tokenizer_json::byte_level {
 
 namespace {
 
@@ -59,4 +59,4 @@ std::string encode(std::string_view text) {
   return out;
 }
 
-}  // namespace helium::byte_level
+}  // namespace helium::tokenizer_json::byte_level

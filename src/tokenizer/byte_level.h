@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace helium::byte_level {
+namespace helium::tokenizer_json::byte_level {
 
 // The character standing for `byte`: printable Latin-1 bytes stand for themselves, the other 68 bytes
 // are shifted to U+0100.. (so " " is written "Ġ" and "\n" is "Ċ").
@@ -18,4 +18,4 @@ std::optional<unsigned char> byte_for_char(char32_t cp);
 // Every byte of `text` written as its character, in UTF-8.
 std::string encode(std::string_view text);
 
-}  // namespace helium::byte_level
+}  // namespace helium::tokenizer_json::byte_level

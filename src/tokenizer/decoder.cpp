@@ -6,7 +6,7 @@
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/unicode.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 
 namespace {
 
@@ -234,4 +234,4 @@ Result<std::unique_ptr<Decoder>> parse_decoder(const Json& node, const std::stri
   return Status::error("unsupported decoder type '" + type + "'");
 }
 
-}  // namespace helium
+}  // namespace helium::tokenizer_json

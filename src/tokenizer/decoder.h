@@ -10,7 +10,7 @@
 #include "core/status.h"
 #include "tokenizer/json_fields.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 
 class Decoder {
  public:
@@ -22,4 +22,4 @@ class Decoder {
 
 Result<std::unique_ptr<Decoder>> parse_decoder(const json_fields::Json& node, const std::string& where);
 
-}  // namespace helium
+}  // namespace helium::tokenizer_json

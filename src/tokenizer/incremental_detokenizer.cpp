@@ -17,6 +17,8 @@ namespace helium {
 
 namespace {
 
+namespace unicode = tokenizer_json::unicode;
+
 bool ends_with_replacement(const std::string& text) {
   return text.size() >= unicode::kReplacementUtf8.size() &&
          text.compare(text.size() - unicode::kReplacementUtf8.size(), unicode::kReplacementUtf8.size(),

@@ -3,7 +3,7 @@
 
 #include "tokenizer/unicode.h"
 
-namespace helium::json_fields {
+namespace helium::tokenizer_json::json_fields {
 
 namespace {
 
@@ -19,6 +19,14 @@ Status type_error(std::string_view where, std::string_view key, std::string_view
 }
 
 }  // namespace
+
+Result<Json> parse_json_text(std::string_view text) {
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const Json::parse_error& e) {
+    return Status::error(std::string("invalid JSON: ") + e.what());
+  }
+}
 
 Result<std::string> required_string(const Json& object, std::string_view key, std::string_view where) {
   const Json* value = find(object, key);
@@ -67,4 +75,4 @@ Result<std::string> component_type(const Json& node, std::string_view where) {
   return required_string(node, "type", where);
 }
 
-}  // namespace helium::json_fields
+}  // namespace helium::tokenizer_json::json_fields

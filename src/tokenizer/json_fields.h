@@ -10,9 +10,12 @@
 
 #include "core/status.h"
 
-namespace helium::json_fields {
+namespace helium::tokenizer_json::json_fields {
 
 using Json = nlohmann::json;
+
+// Parses JSON text; a syntax error becomes an error value ("invalid JSON: ...") instead of an exception.
+Result<Json> parse_json_text(std::string_view text);
 
 // `where` names the object being read (e.g. "pre_tokenizer"); errors read "<where>.<key> must be ...".
 
@@ -31,4 +34,4 @@ Result<char32_t> char_or(const Json& object, std::string_view key, char32_t fall
 // The "type" of a component object; an error when `node` is not an object or has no string "type".
 Result<std::string> component_type(const Json& node, std::string_view where);
 
-}  // namespace helium::json_fields
+}  // namespace helium::tokenizer_json::json_fields

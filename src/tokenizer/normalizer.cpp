@@ -7,7 +7,7 @@
 #include "tokenizer/pattern.h"
 #include "tokenizer/unicode.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 
 namespace {
 
@@ -145,4 +145,4 @@ Result<std::unique_ptr<Normalizer>> parse_normalizer(const Json& node, const std
   return Status::error("unsupported normalizer type '" + type + "'");
 }
 
-}  // namespace helium
+}  // namespace helium::tokenizer_json

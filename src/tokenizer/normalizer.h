@@ -10,7 +10,7 @@
 #include "core/status.h"
 #include "tokenizer/json_fields.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 
 class Normalizer {
  public:
@@ -23,4 +23,4 @@ class Normalizer {
 // errors; an unknown or unsupported type is an error, never a silent pass-through.
 Result<std::unique_ptr<Normalizer>> parse_normalizer(const json_fields::Json& node, const std::string& where);
 
-}  // namespace helium
+}  // namespace helium::tokenizer_json

@@ -1,7 +1,7 @@
 // tokenizer/pattern.cpp — tokenizer.json pattern objects (see pattern.h).
 #include "tokenizer/pattern.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 
 Result<Regex> parse_pattern(const json_fields::Json& node, std::string_view where) {
   const std::string field = std::string(where) + ".pattern";
@@ -32,4 +32,4 @@ std::string replace_all(const Regex& pattern, std::string_view text, std::string
   return out;
 }
 
-}  // namespace helium
+}  // namespace helium::tokenizer_json

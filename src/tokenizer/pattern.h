@@ -8,11 +8,11 @@
 #include "tokenizer/json_fields.h"
 #include "tokenizer/regex.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 
 Result<Regex> parse_pattern(const json_fields::Json& node, std::string_view where);
 
 // `text` with every match of `pattern` replaced by `content`.
 std::string replace_all(const Regex& pattern, std::string_view text, std::string_view content);
 
-}  // namespace helium
+}  // namespace helium::tokenizer_json

@@ -1,7 +1,7 @@
 // tokenizer/post_processor.cpp — tokenizer.json post-processors (see post_processor.h).
 #include "tokenizer/post_processor.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 
 namespace {
 
@@ -127,4 +127,4 @@ Result<std::unique_ptr<PostProcessor>> parse_post_processor(const Json& node, co
   return Status::error("unsupported post_processor type '" + type + "'");
 }
 
-}  // namespace helium
+}  // namespace helium::tokenizer_json

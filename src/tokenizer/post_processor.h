@@ -12,7 +12,7 @@
 #include "core/status.h"
 #include "tokenizer/json_fields.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 
 class PostProcessor {
  public:
@@ -24,4 +24,4 @@ class PostProcessor {
 Result<std::unique_ptr<PostProcessor>> parse_post_processor(const json_fields::Json& node,
                                                             const std::string& where);
 
-}  // namespace helium
+}  // namespace helium::tokenizer_json

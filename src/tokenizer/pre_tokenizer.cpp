@@ -12,7 +12,7 @@
 #include "tokenizer/regex.h"
 #include "tokenizer/unicode.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 
 namespace {
 
@@ -367,4 +367,4 @@ Result<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const Json& node, cons
   return Status::error("unsupported pre_tokenizer type '" + type + "'");
 }
 
-}  // namespace helium
+}  // namespace helium::tokenizer_json

@@ -12,7 +12,7 @@
 #include "core/status.h"
 #include "tokenizer/json_fields.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 
 struct PreToken {
   std::string text;
@@ -39,4 +39,4 @@ Result<PrependScheme> parse_prepend_scheme(const json_fields::Json& node, const 
 Result<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const json_fields::Json& node,
                                                           const std::string& where);
 
-}  // namespace helium
+}  // namespace helium::tokenizer_json

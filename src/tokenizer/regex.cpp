@@ -5,11 +5,12 @@
 #include <pcre2.h>
 
 #include <cctype>
+#include <cstdint>
 #include <initializer_list>
 
 #include "tokenizer/unicode.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 
 namespace {
 
@@ -285,8 +286,14 @@ Result<std::string> translate_oniguruma_pattern(std::string_view p) {
 
 struct Regex::Compiled {
   pcre2_code* code = nullptr;
-  bool jit = false;
-  ~Compiled() { pcre2_code_free(code); }
+  // Match limits, raised far above PCRE2's defaults: encode() has no way to report a match that gave up,
+  // so the limits must not be reachable by text the tokenizer patterns can meet (they backtrack at most
+  // over one run of similar characters). Read-only after creation, so shared by all threads.
+  pcre2_match_context* limits = nullptr;
+  ~Compiled() {
+    pcre2_match_context_free(limits);
+    pcre2_code_free(code);
+  }
 };
 
 Result<Regex> Regex::from_oniguruma(std::string_view pattern) {
@@ -308,7 +315,12 @@ Result<Regex> Regex::from_oniguruma(std::string_view pattern) {
   }
   auto compiled = std::make_shared<Compiled>();
   compiled->code = code;
-  compiled->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+  // Without JIT support (or memory for it) pcre2_match interprets the same pattern, more slowly.
+  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
+  compiled->limits = pcre2_match_context_create(nullptr);
+  pcre2_set_match_limit(compiled->limits, UINT32_MAX);
+  pcre2_set_depth_limit(compiled->limits, UINT32_MAX);
+  pcre2_set_heap_limit(compiled->limits, 1u << 20);  // KiB: 1 GiB
   Regex regex;
   regex.source_ = std::string(pattern);
   regex.code_ = std::move(compiled);
@@ -341,13 +353,16 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) co
   while (search_from <= text.size()) {
     // The text was made valid UTF-8 at the tokenizer's border; skipping PCRE2's check keeps the loop
     // linear instead of re-validating the whole subject at every match.
-    int rc = pcre2_match(code_->code, subject, text.size(), search_from, PCRE2_NO_UTF_CHECK, data, nullptr);
+    int rc =
+        pcre2_match(code_->code, subject, text.size(), search_from, PCRE2_NO_UTF_CHECK, data, code_->limits);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
       // The JIT's fixed stack can run out on very long inputs; the interpreter keeps its backtracking
       // state on the heap instead.
       rc = pcre2_match(code_->code, subject, text.size(), search_from, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
-                       data, nullptr);
+                       data, code_->limits);
     }
+    // No match: done. Any other failure would mean PCRE2 ran out of memory; the rest of the text then
+    // stays unmatched.
     if (rc < 0) break;
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data);
     const size_t begin = ovector[0];
@@ -366,4 +381,4 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) co
   return matches;
 }
 
-}  // namespace helium
+}  // namespace helium::tokenizer_json

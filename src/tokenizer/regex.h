@@ -13,7 +13,7 @@
 
 #include "core/status.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 
 // Rewrites an Oniguruma (Ruby syntax) pattern into a PCRE2 pattern with the same meaning under
 // PCRE2_UTF | PCRE2_UCP:
@@ -50,4 +50,4 @@ class Regex {
   std::shared_ptr<const Compiled> code_;
 };
 
-}  // namespace helium
+}  // namespace helium::tokenizer_json

@@ -13,68 +13,26 @@
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/tokenizer_config.h"
 #include "tokenizer/unicode.h"
 
 namespace helium {
 
 namespace {
 
+// The components of the tokenizer.json format live in helium::tokenizer_json, private to this folder.
+using tokenizer_json::AddedToken;
+using tokenizer_json::AddedVocabulary;
+using tokenizer_json::BpeModel;
+using tokenizer_json::Decoder;
+using tokenizer_json::Normalizer;
+using tokenizer_json::PostProcessor;
+using tokenizer_json::PreToken;
+using tokenizer_json::PreTokenizer;
+using tokenizer_json::TokenizerConfig;
+namespace json_fields = tokenizer_json::json_fields;
+namespace unicode = tokenizer_json::unicode;
 using json_fields::Json;
-
-// What helium reads from tokenizer_config.json.
-struct ConfigFacts {
-  std::optional<std::string> bos_token;
-  std::optional<std::string> eos_token;
-  std::string chat_template;
-};
-
-Result<Json> parse_json_text(std::string_view text) {
-  try {
-    return Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
-    return Status::error(std::string("invalid JSON: ") + e.what());
-  }
-}
-
-// bos_token / eos_token are written as a string or as an AddedToken object {"content": ...}.
-Result<std::optional<std::string>> special_token_name(const Json& config, const char* key) {
-  const auto it = config.find(key);
-  if (it == config.end() || it->is_null()) return std::optional<std::string>();
-  if (it->is_string()) return std::optional<std::string>(it->get<std::string>());
-  if (it->is_object()) {
-    HELIUM_ASSIGN_OR_RETURN(std::string content, json_fields::required_string(*it, "content", key));
-    return std::optional<std::string>(std::move(content));
-  }
-  return Status::error(std::string(key) + " must be a string or an object with \"content\"");
-}
-
-Result<ConfigFacts> parse_config(std::string_view text) {
-  ConfigFacts facts;
-  if (text.empty()) return facts;
-  HELIUM_ASSIGN_OR_RETURN(const Json config, parse_json_text(text));
-  if (!config.is_object()) return Status::error("the top level must be an object");
-  HELIUM_ASSIGN_OR_RETURN(facts.bos_token, special_token_name(config, "bos_token"));
-  HELIUM_ASSIGN_OR_RETURN(facts.eos_token, special_token_name(config, "eos_token"));
-  const auto chat_template = config.find("chat_template");
-  if (chat_template == config.end() || chat_template->is_null()) return facts;
-  if (chat_template->is_string()) {
-    facts.chat_template = chat_template->get<std::string>();
-    return facts;
-  }
-  // Several named templates: the one called "default" is the chat template (as in transformers).
-  if (!chat_template->is_array())
-    return Status::error("chat_template must be a string or a list of templates");
-  for (const Json& entry : *chat_template) {
-    if (!entry.is_object())
-      return Status::error("chat_template entries must be {\"name\", \"template\"} objects");
-    HELIUM_ASSIGN_OR_RETURN(const std::string name,
-                            json_fields::required_string(entry, "name", "chat_template[]"));
-    if (name != "default") continue;
-    HELIUM_ASSIGN_OR_RETURN(facts.chat_template,
-                            json_fields::required_string(entry, "template", "chat_template[]"));
-  }
-  return facts;
-}
 
 class JsonTokenizer final : public Tokenizer {
  public:
@@ -100,7 +58,7 @@ class JsonTokenizer final : public Tokenizer {
 
   static Result<std::shared_ptr<JsonTokenizer>> build(const Json& tokenizer);
   // Takes bos/eos and the chat template from tokenizer_config.json.
-  Status apply_config(const ConfigFacts& config);
+  Status apply_config(const TokenizerConfig& config);
 
  private:
   const std::string* token_string(int32_t id) const {
@@ -212,12 +170,14 @@ Result<std::shared_ptr<JsonTokenizer>> JsonTokenizer::build(const Json& tokenize
   }
   HELIUM_ASSIGN_OR_RETURN(result->model_, BpeModel::from_json(*model));
 
-  HELIUM_RETURN_IF_ERROR(parse_optional(tokenizer, "normalizer", parse_normalizer, result->normalizer_));
   HELIUM_RETURN_IF_ERROR(
-      parse_optional(tokenizer, "pre_tokenizer", parse_pre_tokenizer, result->pre_tokenizer_));
+      parse_optional(tokenizer, "normalizer", tokenizer_json::parse_normalizer, result->normalizer_));
+  HELIUM_RETURN_IF_ERROR(parse_optional(tokenizer, "pre_tokenizer", tokenizer_json::parse_pre_tokenizer,
+                                        result->pre_tokenizer_));
+  HELIUM_RETURN_IF_ERROR(parse_optional(tokenizer, "post_processor", tokenizer_json::parse_post_processor,
+                                        result->post_processor_));
   HELIUM_RETURN_IF_ERROR(
-      parse_optional(tokenizer, "post_processor", parse_post_processor, result->post_processor_));
-  HELIUM_RETURN_IF_ERROR(parse_optional(tokenizer, "decoder", parse_decoder, result->decoder_));
+      parse_optional(tokenizer, "decoder", tokenizer_json::parse_decoder, result->decoder_));
 
   const auto added = tokenizer.find("added_tokens");
   HELIUM_ASSIGN_OR_RETURN(
@@ -233,7 +193,7 @@ Result<std::shared_ptr<JsonTokenizer>> JsonTokenizer::build(const Json& tokenize
   return result;
 }
 
-Status JsonTokenizer::apply_config(const ConfigFacts& config) {
+Status JsonTokenizer::apply_config(const TokenizerConfig& config) {
   auto resolve = [this](const std::optional<std::string>& name,
                         const char* key) -> Result<std::optional<int32_t>> {
     if (!name) return std::optional<int32_t>();
@@ -252,10 +212,10 @@ Result<std::shared_ptr<const Tokenizer>> build_tokenizer(std::string_view tokeni
                                                          const std::string& origin,
                                                          const std::string& config_origin,
                                                          std::string fallback_chat_template) {
-  Result<ConfigFacts> config = parse_config(tokenizer_config_json);
+  Result<TokenizerConfig> config = tokenizer_json::parse_tokenizer_config(tokenizer_config_json);
   if (!config.is_ok()) return config.status().with_context(config_origin);
   if (config->chat_template.empty()) config->chat_template = std::move(fallback_chat_template);
-  Result<Json> parsed = parse_json_text(tokenizer_json);
+  Result<Json> parsed = json_fields::parse_json_text(tokenizer_json);
   if (!parsed.is_ok()) return parsed.status().with_context(origin);
   // nlohmann::json reports type mismatches by throwing; every field is read through checked accessors,
   // so this is only a guard that keeps an unforeseen shape from escaping as an exception.

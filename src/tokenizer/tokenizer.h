@@ -16,6 +16,8 @@
 
 namespace helium {
 
+// A loaded tokenizer is immutable (its word cache is internally locked): encode and decode may be called
+// from several threads at once on one shared instance.
 class Tokenizer {
  public:
   // Parses tokenizer.json text (and optionally tokenizer_config.json text for bos/eos/chat template

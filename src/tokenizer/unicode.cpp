@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <iterator>
 
-namespace helium::unicode {
+namespace helium::tokenizer_json::unicode {
 
 namespace {
 
@@ -276,4 +276,4 @@ std::string to_lowercase(std::string_view text) {
   return out;
 }
 
-}  // namespace helium::unicode
+}  // namespace helium::tokenizer_json::unicode

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace helium::unicode {
+namespace helium::tokenizer_json::unicode {
 
 inline constexpr char32_t kReplacementChar = 0xFFFD;
 inline constexpr std::string_view kReplacementUtf8 = "\xEF\xBF\xBD";
@@ -52,4 +52,4 @@ std::string normalize(std::string_view text, NormalForm form);
 // capital sigma at the end of a word becomes "ς".
 std::string to_lowercase(std::string_view text);
 
-}  // namespace helium::unicode
+}  // namespace helium::tokenizer_json::unicode

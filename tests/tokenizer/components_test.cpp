@@ -15,7 +15,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
-namespace helium {
+namespace helium::tokenizer_json {
 namespace {
 
 using Json = nlohmann::json;
@@ -419,4 +419,4 @@ TEST(TokenizerDecoders, ByteFallbackDecodesBrokenRunsByMaximalSubpart) {
 }
 
 }  // namespace
-}  // namespace helium
+}  // namespace helium::tokenizer_json

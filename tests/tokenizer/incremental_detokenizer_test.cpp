@@ -10,6 +10,9 @@
 namespace helium {
 namespace {
 
+namespace unicode = tokenizer_json::unicode;
+namespace byte_level = tokenizer_json::byte_level;
+
 using Ids = std::vector<int32_t>;
 
 std::shared_ptr<const Tokenizer> load_real(const char* name) {

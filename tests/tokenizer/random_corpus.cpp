@@ -184,26 +184,25 @@ constexpr std::array<std::string_view, 40> kSpecialText = {{
     "<s>",
 }};
 
-constexpr std::array<std::string_view, 16> kEmoji = {
-    {
-        "\xF0\x9F\x98\x80",                  // 😀
-        "\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD",  // 👍🏽
-        "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7\xE2\x80\x8D\xF0\x9F\x91"
-        "\xA6",                                                          // family
-        "\xF0\x9F\x91\xA9\xF0\x9F\x8F\xBD\xE2\x80\x8D\xF0\x9F\x92\xBB",  // 👩🏽‍💻
-        "\xF0\x9F\x8F\xB3\xEF\xB8\x8F\xE2\x80\x8D\xF0\x9F\x8C\x88",      // 🏳️‍🌈
-        "\xF0\x9F\x87\xAB\xF0\x9F\x87\xB7",                              // 🇫🇷
-        "\xF0\x9F\x87\xAF\xF0\x9F\x87\xB5",                              // 🇯🇵
-        "1\xEF\xB8\x8F\xE2\x83\xA3",                                     // 1️⃣
-        "\xE2\x9D\xA4\xEF\xB8\x8F",                                      // ❤️
-        "\xE2\x98\x95",                                                  // ☕
-        "\xF0\x9F\xA4\x96",                                              // 🤖
-        "\xF0\x9F\x9A\x80",                                              // 🚀
-        "\xF0\x9F\x90\x8D",                                              // 🐍
-        "\xF0\x9F\xA6\x80",                                              // 🦀
-        "\xE2\x9C\x85",                                                  // ✅
-        "\xF0\x9F\x94\xA5",                                              // 🔥
-    }};
+constexpr std::array<std::string_view, 16> kEmoji = {{
+    "\xF0\x9F\x98\x80",                  // 😀
+    "\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD",  // 👍🏽
+    "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7\xE2\x80\x8D\xF0\x9F\x91"
+    "\xA6",                                                          // family
+    "\xF0\x9F\x91\xA9\xF0\x9F\x8F\xBD\xE2\x80\x8D\xF0\x9F\x92\xBB",  // 👩🏽‍💻
+    "\xF0\x9F\x8F\xB3\xEF\xB8\x8F\xE2\x80\x8D\xF0\x9F\x8C\x88",      // 🏳️‍🌈
+    "\xF0\x9F\x87\xAB\xF0\x9F\x87\xB7",                              // 🇫🇷
+    "\xF0\x9F\x87\xAF\xF0\x9F\x87\xB5",                              // 🇯🇵
+    "1\xEF\xB8\x8F\xE2\x83\xA3",                                     // 1️⃣
+    "\xE2\x9D\xA4\xEF\xB8\x8F",                                      // ❤️
+    "\xE2\x98\x95",                                                  // ☕
+    "\xF0\x9F\xA4\x96",                                              // 🤖
+    "\xF0\x9F\x9A\x80",                                              // 🚀
+    "\xF0\x9F\x90\x8D",                                              // 🐍
+    "\xF0\x9F\xA6\x80",                                              // 🦀
+    "\xE2\x9C\x85",                                                  // ✅
+    "\xF0\x9F\x94\xA5",                                              // 🔥
+}};
 
 constexpr std::array<char32_t, 30> kWhitespace = {{
     ' ',    ' ',    ' ',    ' ',    '\t',   '\n',   '\n',   '\r',   0x0B,   0x0C,

@@ -17,6 +17,8 @@
 namespace helium {
 namespace {
 
+namespace unicode = tokenizer_json::unicode;
+
 using test::ReferenceResult;
 
 constexpr uint64_t kRandomSeed = 20240611;
