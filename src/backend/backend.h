@@ -72,12 +72,28 @@ struct RopeParams {
   float attention_scaling = 1.0f;  // multiplies cos and sin (YaRN's mscale; 1 otherwise)
 };
 
-// Which KV-cache slots each row attends to: row r visits slots[row_offsets[r] .. row_offsets[r+1]) in
-// increasing logical position (for a tree node: its prompt, its ancestors, itself). Both are I32 tensors
-// in the backend's memory.
+// Which KV-cache slots each row attends to. The cache is paged: slot = page * page_size + offset within
+// the page. Row r attends, in increasing position, first to positions [0, prefix_lens[r]) of its
+// sequence, found through block_tables[row_table[r]] (position p lives in page table[p / page_size] at
+// offset p % page_size), then to the batch rows whose bits are set in tree_masks[r] (bit j = row j of this
+// batch, j < 64, visited in increasing j, each at slot write_slots[j]). Linear rows (prefill, decode)
+// use the prefix alone: their own K/V is written into their sequence's pages before attention. Tree rows
+// (speculation) attend to the prefix up to their root, then to their ancestors and themselves.
+// All tensors live in the backend's memory. tree_masks may be empty (data == nullptr): no tree rows.
+//
+// Transitional: row_offsets/slots (an explicit slot list per row) is the form the CPU kernels read
+// until they read the paged form; kv/ fills both.
 struct AttentionLayout {
-  Tensor row_offsets;  // (rows + 1)
-  Tensor slots;        // (total)
+  Tensor row_offsets;  // (rows + 1) I32
+  Tensor slots;        // (total) I32
+
+  int page_size = 0;
+  Tensor block_tables;  // (tables, max_pages) I32: page ids
+  Tensor row_table;     // (rows) I32
+  Tensor prefix_lens;   // (rows) I32
+  Tensor tree_masks;    // (rows) I64, bit j = batch row j; or empty
+  Tensor write_slots;   // (rows) I32
+  int32_t max_keys = 0;  // host-side bound on any row's key count (prefix + tree bits), for launch sizes
 };
 
 struct AttentionShape {

@@ -1,0 +1,211 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda/cuda_ops.cuh"
+
+namespace helium {
+namespace {
+
+class CudaBuffer final : public DeviceBuffer {
+ public:
+  CudaBuffer(void* p, size_t n) : p_(p), n_(n) {}
+  ~CudaBuffer() override { cudaFree(p_); }
+  void* data() override { return p_; }
+  size_t bytes() const override { return n_; }
+
+ private:
+  void* p_;
+  size_t n_;
+};
+
+Status cuda_status(cudaError_t e, const std::string& what) {
+  if (e == cudaSuccess) return Status::ok();
+  return Status::error("CUDA: " + what + ": " + cudaGetErrorString(e));
+}
+
+}  // namespace
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+// Host staging: small per-step uploads (row metadata) and downloads (logits) go through pinned memory so
+// they are asynchronous; downloads land in the caller's memory at synchronize().
+struct CudaBackend::Impl {
+  CudaBackendOptions options;
+  CudaDeviceInfo info;
+  cuda::Context ctx;
+  std::vector<std::shared_ptr<DeviceBuffer>> owned;  // scratch and imported weights
+  uint8_t* pinned = nullptr;
+  size_t pinned_bytes = 0, pinned_used = 0;
+  struct Download {
+    void* dst;
+    const void* staged;
+    size_t bytes;
+  };
+  std::vector<Download> downloads;
+
+  ~Impl() {
+    if (pinned) cudaFreeHost(pinned);
+    if (ctx.lt) cublasLtDestroy(ctx.lt);
+    if (ctx.stream) cudaStreamDestroy(ctx.stream);
+  }
+
+  // A pinned region for `bytes`; when the ring is full, drains the stream and starts over.
+  uint8_t* stage(size_t bytes) {
+    bytes = (bytes + 255) & ~size_t{255};
+    if (bytes > pinned_bytes) return nullptr;
+    if (pinned_used + bytes > pinned_bytes) {
+      HELIUM_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+      finish_downloads();
+      pinned_used = 0;
+    }
+    uint8_t* p = pinned + pinned_used;
+    pinned_used += bytes;
+    return p;
+  }
+  void finish_downloads() {
+    for (const auto& d : downloads) std::memcpy(d.dst, d.staged, d.bytes);
+    downloads.clear();
+  }
+};
+
+CudaBackend::CudaBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaBackend::~CudaBackend() {
+  if (impl_ && impl_->ctx.stream) cudaStreamSynchronize(impl_->ctx.stream);
+}
+
+Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOptions& o) {
+  const int count = cuda_device_count();
+  if (count == 0) return Status::error("no CUDA device is available (no GPU or no driver)");
+  if (o.device < 0 || o.device >= count)
+    return Status::error("CUDA device " + std::to_string(o.device) + " does not exist (" + std::to_string(count) +
+                         " found)");
+  auto impl = std::make_unique<Impl>();
+  impl->options = o;
+  HELIUM_RETURN_IF_ERROR(cuda_status(cudaSetDevice(o.device), "cudaSetDevice"));
+  cudaDeviceProp prop{};
+  HELIUM_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&prop, o.device), "cudaGetDeviceProperties"));
+  impl->info.name = prop.name;
+  impl->info.sm_count = prop.multiProcessorCount;
+  impl->info.compute_capability = prop.major * 10 + prop.minor;
+  impl->info.total_memory = prop.totalGlobalMem;
+  cudaDriverGetVersion(&impl->info.driver_version);
+  cudaRuntimeGetVersion(&impl->info.runtime_version);
+  HELIUM_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&impl->ctx.stream, cudaStreamNonBlocking), "stream"));
+  if (cublasLtCreate(&impl->ctx.lt) != CUBLAS_STATUS_SUCCESS) return Status::error("CUDA: cublasLtCreate failed");
+  impl->ctx.sm_count = prop.multiProcessorCount;
+  impl->ctx.max_rows = o.max_rows;
+  impl->ctx.max_context = o.max_context;
+
+  std::unique_ptr<CudaBackend> backend(new CudaBackend(std::move(impl)));
+  Impl& m = *backend->impl_;
+  auto reserve = [&](size_t bytes, const char* what) -> Result<void*> {
+    auto b = backend->allocate(std::max<size_t>(bytes, 256));
+    if (!b.is_ok()) return b.status().with_context(what);
+    m.owned.push_back(b.value());
+    return b.value()->data();
+  };
+  HELIUM_ASSIGN_OR_RETURN(m.ctx.lt_workspace, reserve(o.cublas_workspace_bytes, "cuBLASLt workspace"));
+  m.ctx.lt_workspace_bytes = o.cublas_workspace_bytes;
+  m.ctx.attention_scratch_floats = cuda::attention_scratch_floats(o.max_rows, o.max_heads, o.max_head_dim, o.max_context);
+  HELIUM_ASSIGN_OR_RETURN(void* att, reserve(m.ctx.attention_scratch_floats * sizeof(float), "attention scratch"));
+  m.ctx.attention_scratch = static_cast<float*>(att);
+  m.pinned_bytes = size_t{64} << 20;
+  HELIUM_RETURN_IF_ERROR(cuda_status(cudaMallocHost(reinterpret_cast<void**>(&m.pinned), m.pinned_bytes), "pinned staging"));
+  return Result<std::unique_ptr<CudaBackend>>(std::move(backend));
+}
+
+const CudaDeviceInfo& CudaBackend::device_info() const { return impl_->info; }
+
+std::string CudaBackend::name() const {
+  return "cuda (" + impl_->info.name + ", sm_" + std::to_string(impl_->info.compute_capability) + ")";
+}
+
+Result<std::shared_ptr<DeviceBuffer>> CudaBackend::allocate(size_t bytes) {
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_bytes = 0, total = 0;
+    cudaMemGetInfo(&free_bytes, &total);
+    return Status::error("CUDA: cannot allocate " + std::to_string(bytes) + " bytes (" + std::to_string(free_bytes) +
+                         " free of " + std::to_string(total) + "): " + cudaGetErrorString(e));
+  }
+  return std::shared_ptr<DeviceBuffer>(std::make_shared<CudaBuffer>(p, bytes));
+}
+
+Result<Tensor> CudaBackend::import_weight(const Tensor& host) {
+  HELIUM_ASSIGN_OR_RETURN(auto buffer, allocate(host.bytes()));
+  HELIUM_RETURN_IF_ERROR(cuda_status(cudaMemcpy(buffer->data(), host.data, host.bytes(), cudaMemcpyHostToDevice),
+                                     "weight upload"));
+  impl_->owned.push_back(buffer);
+  Tensor t = host;
+  t.data = buffer->data();
+  return t;
+}
+
+void CudaBackend::copy_to_device(Tensor dst, const void* host) {
+  const size_t bytes = dst.bytes();
+  if (bytes == 0) return;
+  uint8_t* staged = impl_->stage(bytes);
+  if (staged == nullptr) {  // larger than the staging ring: a plain (synchronous for pageable) copy
+    HELIUM_CUDA_CHECK(cudaMemcpyAsync(dst.data, host, bytes, cudaMemcpyHostToDevice, impl_->ctx.stream));
+    return;
+  }
+  std::memcpy(staged, host, bytes);
+  HELIUM_CUDA_CHECK(cudaMemcpyAsync(dst.data, staged, bytes, cudaMemcpyHostToDevice, impl_->ctx.stream));
+}
+
+void CudaBackend::copy_to_host(void* host, const Tensor& src) {
+  const size_t bytes = src.bytes();
+  if (bytes == 0) return;
+  uint8_t* staged = impl_->stage(bytes);
+  if (staged == nullptr) {
+    HELIUM_CUDA_CHECK(cudaMemcpyAsync(host, src.data, bytes, cudaMemcpyDeviceToHost, impl_->ctx.stream));
+    return;
+  }
+  HELIUM_CUDA_CHECK(cudaMemcpyAsync(staged, src.data, bytes, cudaMemcpyDeviceToHost, impl_->ctx.stream));
+  impl_->downloads.push_back({host, staged, bytes});
+}
+
+void CudaBackend::synchronize() {
+  HELIUM_CUDA_CHECK(cudaStreamSynchronize(impl_->ctx.stream));
+  impl_->finish_downloads();
+  impl_->pinned_used = 0;
+}
+
+void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
+  cuda::embedding(impl_->ctx, table, ids, out);
+}
+void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) {
+  cuda::matmul(impl_->ctx, x, w, bias, y);
+}
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, bool zero_centred, Tensor y) {
+  cuda::rms_norm(impl_->ctx, x, w, eps, zero_centred, y);
+}
+void CudaBackend::rope(Tensor x, int heads, const Tensor& positions, const Tensor& inv_freq, const RopeParams& params) {
+  cuda::rope(impl_->ctx, x, heads, positions, inv_freq, params);
+}
+void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor k_cache, Tensor v_cache) {
+  cuda::kv_write(impl_->ctx, k, v, slots, k_cache, v_cache);
+}
+void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionShape& shape,
+                            const AttentionLayout& layout, Tensor out) {
+  cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out);
+}
+void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) { cuda::swiglu(impl_->ctx, gate, up, out); }
+void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor out) { cuda::add(impl_->ctx, a, b, out); }
+void CudaBackend::gather_rows(const Tensor& x, const Tensor& index, Tensor out) {
+  cuda::gather_rows(impl_->ctx, x, index, out);
+}
+void CudaBackend::fill_random(Tensor t, uint64_t seed, float scale) { cuda::fill_random(impl_->ctx, t, seed, scale); }
+
+}  // namespace helium

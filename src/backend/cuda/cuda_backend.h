@@ -1,0 +1,82 @@
+// backend/cuda/cuda_backend.h — the CUDA backend: device memory, one stream, cuBLASLt, CUDA graphs, and
+// the op set of backend.h as CUDA kernels (one .cu file per op, same names as backend/cpu/).
+// This header is plain C++ (no CUDA headers), so the engine can include it from g++-compiled code.
+// Must not: know about models, files or requests. Kernels never allocate, log or synchronise: every
+// scratch buffer is reserved when the backend is created, from CudaBackendOptions.
+//
+// Batch invariance (DESIGN.md invariant 2). Batches of up to kMaxDecodeRows rows (decode, batched decode,
+// tree verification) go through kernels whose per-element reduction order depends only on the shapes
+// (matmul over k, attention over fixed position tiles), never on the row count, so a row's result is
+// bitwise the same alone or in any such batch. Larger batches (prefill) may use other kernels (cuBLASLt,
+// flash attention); the rule that keeps speculative decoding seed-exact is that a prompt's KV is always
+// written by the prefill path with the same chunking, and a generated token's KV by the decode path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace helium {
+
+inline constexpr int kMaxDecodeRows = 64;
+
+struct CudaBackendOptions {
+  int device = 0;
+  int max_rows = 256;           // rows per forward the scratch buffers are sized for
+  int64_t max_context = 32768;  // positions per sequence (attention split scratch)
+  int max_heads = 128;          // query heads
+  int max_head_dim = 256;
+  size_t cublas_workspace_bytes = size_t{32} << 20;
+};
+
+struct CudaDeviceInfo {
+  std::string name;
+  int sm_count = 0;
+  int compute_capability = 0;  // e.g. 90
+  size_t total_memory = 0;
+  int driver_version = 0;
+  int runtime_version = 0;
+};
+
+// Number of usable CUDA devices; 0 when there is no driver or no GPU (never an error).
+int cuda_device_count();
+
+class CudaBackend final : public Backend {
+ public:
+  static Result<std::unique_ptr<CudaBackend>> create(const CudaBackendOptions& options);
+  ~CudaBackend() override;
+
+  const CudaDeviceInfo& device_info() const;
+  std::string name() const override;
+  Result<std::shared_ptr<DeviceBuffer>> allocate(size_t bytes) override;
+  Result<Tensor> import_weight(const Tensor& host) override;
+  void copy_to_device(Tensor dst, const void* host) override;
+  void copy_to_host(void* host, const Tensor& src) override;
+  void synchronize() override;
+
+  void embedding(const Tensor& table, const Tensor& ids, Tensor out) override;
+  void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, bool zero_centred, Tensor y) override;
+  void rope(Tensor x, int heads, const Tensor& positions, const Tensor& inv_freq, const RopeParams& params) override;
+  void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor k_cache, Tensor v_cache) override;
+  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionShape& shape,
+                 const AttentionLayout& layout, Tensor out) override;
+  void swiglu(const Tensor& gate, const Tensor& up, Tensor out) override;
+  void add(const Tensor& a, const Tensor& b, Tensor out) override;
+  void gather_rows(const Tensor& x, const Tensor& index, Tensor out) override;
+
+  // Fills `t` (device memory) with deterministic pseudo-random values uniform in [-scale, scale] from
+  // (seed, element index): dummy weights made on the device (--load-format dummy).
+  void fill_random(Tensor t, uint64_t seed, float scale);
+
+  struct Impl;
+
+ private:
+  explicit CudaBackend(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace helium

@@ -1,0 +1,27 @@
+// out(rows, dim) = table(vocab, dim)[ids], converted to f32.
+#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/elementwise.cuh"
+
+namespace helium::cuda {
+namespace {
+
+__global__ void embedding_kernel(const void* table, DType dtype, const int32_t* ids, int64_t dim, float* out) {
+  const int64_t row = blockIdx.y;
+  const int64_t id = ids[row];
+  for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < dim; i += gridDim.x * blockDim.x)
+    out[row * dim + i] = load_as_f32(table, id * dim + i, dtype);
+}
+
+}  // namespace
+
+void embedding(const Context& c, const Tensor& table, const Tensor& ids, const Tensor& out) {
+  HELIUM_CUDA_REQUIRE("embedding", table.rank == 2 && ids.dtype == DType::I32 && out.dtype == DType::F32);
+  const int64_t rows = ids.numel(), dim = table.shape[1];
+  HELIUM_CUDA_REQUIRE("embedding", rows_of(out) == rows && cols_of(out) == dim);
+  if (rows == 0) return;
+  dim3 grid(blocks_for(dim, 256), static_cast<unsigned>(rows));
+  embedding_kernel<<<grid, 256, 0, c.stream>>>(table.data, table.dtype, ids.as<int32_t>(), dim, out.as<float>());
+  HELIUM_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace helium::cuda

@@ -1,0 +1,39 @@
+// k_cache/v_cache[slots[r]] = k/v[r], stored as the cache's dtype (F32, or BF16 rounded to nearest even).
+#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/elementwise.cuh"
+
+namespace helium::cuda {
+namespace {
+
+__global__ void kv_write_kernel(const float* k, const float* v, const int32_t* slots, int64_t kv_dim, void* k_cache,
+                                void* v_cache, bool bf16) {
+  const int64_t row = blockIdx.y, slot = slots[row];
+  for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < kv_dim; i += gridDim.x * blockDim.x) {
+    const float kv = k[row * kv_dim + i], vv = v[row * kv_dim + i];
+    if (bf16) {
+      static_cast<__nv_bfloat16*>(k_cache)[slot * kv_dim + i] = __float2bfloat16_rn(kv);
+      static_cast<__nv_bfloat16*>(v_cache)[slot * kv_dim + i] = __float2bfloat16_rn(vv);
+    } else {
+      static_cast<float*>(k_cache)[slot * kv_dim + i] = kv;
+      static_cast<float*>(v_cache)[slot * kv_dim + i] = vv;
+    }
+  }
+}
+
+}  // namespace
+
+void kv_write(const Context& c, const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_cache,
+              const Tensor& v_cache) {
+  HELIUM_CUDA_REQUIRE("kv_write", k.dtype == DType::F32 && v.dtype == DType::F32 && slots.dtype == DType::I32);
+  HELIUM_CUDA_REQUIRE("kv_write", k_cache.dtype == v_cache.dtype &&
+                                      (k_cache.dtype == DType::F32 || k_cache.dtype == DType::BF16));
+  const int64_t rows = slots.numel(), kv_dim = cols_of(k_cache);
+  HELIUM_CUDA_REQUIRE("kv_write", k.numel() == rows * kv_dim && v.numel() == rows * kv_dim);
+  if (rows == 0) return;
+  dim3 grid(blocks_for(kv_dim, 256), static_cast<unsigned>(rows));
+  kv_write_kernel<<<grid, 256, 0, c.stream>>>(k.as<float>(), v.as<float>(), slots.as<int32_t>(), kv_dim, k_cache.data,
+                                              v_cache.data, k_cache.dtype == DType::BF16);
+  HELIUM_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace helium::cuda
