@@ -31,8 +31,9 @@ struct AttentionProblem {
 // out[row, h] for query heads h in [head_begin, head_end) (at most kAttentionMaxHeadsPerPass, all sharing
 // one kv head). Per head: for each tile of the row's keys in list order, scores s_j = (q · k_j) · scale;
 // m' = max(m, max_j s_j); p_j = exp(s_j - m'); l = l · exp(m - m') + Σ_j p_j; acc = acc · exp(m - m') +
-// Σ_j p_j v_j in key order; at the end out = acc / l. Dot products and the Σ p_j follow the ISA's lane
-// order (simd_*.h hsum); the scalar kernel sums in index order and uses std::exp.
+// Σ_j p_j v_j in key order; at the end out = acc / l. Dot products and the Σ p_j follow each SIMD kernel's
+// fixed lane order (a key's score never depends on which keys share its vector registers); the scalar
+// kernel sums in index order and uses std::exp.
 using AttentionKernel = void (*)(const AttentionProblem& p, int64_t row, int head_begin, int head_end);
 
 void attention_scalar(const AttentionProblem& p, int64_t row, int head_begin, int head_end);

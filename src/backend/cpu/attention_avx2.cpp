@@ -1,6 +1,6 @@
 // backend/cpu/attention_avx2.cpp — the AVX2 attention kernel (contract in attention.h); same structure as
-// attention_avx512.cpp with 8 lanes: a head's output chunk of up to 64 floats (8 ymm) stays in registers
-// while the tile's keys are accumulated into it in key order.
+// attention_avx512.cpp with 8 lanes: scores four keys at a time, and a head's output chunk of up to 64
+// floats (8 ymm) stays in registers while the tile's keys are accumulated into it in key order.
 #include <immintrin.h>
 
 #include "backend/cpu/attention.h"
@@ -18,16 +18,36 @@ __m256i lane_mask(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+constexpr int kKeysPerGroup = 4;
+
+// The four sums of a, b, c, d (8 lanes each) as one vector: halves added, then two rounds of horizontal
+// adds. Every score goes through this one network, so a key's score does not depend on its group.
+__m128 sum4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  auto to4 = [](__m256 v) { return _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); };
+  return _mm_hadd_ps(_mm_hadd_ps(to4(a), to4(b)), _mm_hadd_ps(to4(c), to4(d)));
+}
+
+// scores[0..3] = (q · k_i) · scale for the keys at k[0..3], with four independent accumulators.
 template <class Load>
-float dot(const float* q, const void* k, int head_dim) {
-  __m256 acc = _mm256_setzero_ps();
+void scores4(const float* q, const void* const* k, int head_dim, float scale, float* scores) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   int d = 0;
-  for (; d + kLanes <= head_dim; d += kLanes) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), Load::load(k, d), acc);
+  for (; d + kLanes <= head_dim; d += kLanes) {
+    const __m256 qv = _mm256_loadu_ps(q + d);
+    a0 = _mm256_fmadd_ps(qv, Load::load(k[0], d), a0);
+    a1 = _mm256_fmadd_ps(qv, Load::load(k[1], d), a1);
+    a2 = _mm256_fmadd_ps(qv, Load::load(k[2], d), a2);
+    a3 = _mm256_fmadd_ps(qv, Load::load(k[3], d), a3);
+  }
   if (d < head_dim) {
     const int tail = head_dim - d;
-    acc = _mm256_fmadd_ps(LoadF32::load_tail(q, d, tail), Load::load_tail(k, d, tail), acc);
+    const __m256 qv = LoadF32::load_tail(q, d, tail);
+    a0 = _mm256_fmadd_ps(qv, Load::load_tail(k[0], d, tail), a0);
+    a1 = _mm256_fmadd_ps(qv, Load::load_tail(k[1], d, tail), a1);
+    a2 = _mm256_fmadd_ps(qv, Load::load_tail(k[2], d, tail), a2);
+    a3 = _mm256_fmadd_ps(qv, Load::load_tail(k[3], d, tail), a3);
   }
-  return hsum(acc);
+  _mm_storeu_ps(scores, _mm_mul_ps(sum4(a0, a1, a2, a3), _mm_set1_ps(scale)));
 }
 
 // o[d0, d0 + NV·8) (the last vector holding last_floats) = o · correction (or 0 on the first tile)
@@ -104,7 +124,12 @@ void attention_typed(const AttentionProblem& p, int64_t row, int head_begin, int
       const float* q = p.q + row * q_stride + static_cast<int64_t>(head_begin + h) * head_dim;
       float* o = p.out + row * q_stride + static_cast<int64_t>(head_begin + h) * head_dim;
       float* s = probs[h];
-      for (int j = 0; j < count; ++j) s[j] = dot<Load>(q, k_rows[j], head_dim) * p.scale;
+      // Groups of 4 keys; the last group repeats the tile's last key (its extra scores are overwritten).
+      for (int j = 0; j < count; j += kKeysPerGroup) {
+        const void* group[kKeysPerGroup];
+        for (int i = 0; i < kKeysPerGroup; ++i) group[i] = k_rows[j + i < count ? j + i : count - 1];
+        scores4<Load>(q, group, head_dim, p.scale, s + j);
+      }
       // Padding lanes hold -inf: they take no part in the max and their exp is 0.
       for (int j = count; j < padded; ++j) s[j] = minus_inf;
       __m256 vmax = _mm256_set1_ps(minus_inf);
