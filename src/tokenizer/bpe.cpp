@@ -17,21 +17,22 @@ Status model_error(const std::string& what) {
   return Status::error("model." + what);
 }
 
-// Reads one merges entry: "a b" (older files) or ["a", "b"].
-Result<std::pair<std::string, std::string>> parse_merge(const Json& entry, size_t index) {
-  const std::string where = "merges[" + std::to_string(index) + "]";
+// Reads one merges entry, "a b" (older files) or ["a", "b"], as views into the JSON text.
+Result<std::pair<std::string_view, std::string_view>> parse_merge(const Json& entry, size_t index) {
   if (entry.is_string()) {
-    const auto& line = entry.get_ref<const std::string&>();
+    const std::string_view line = entry.get_ref<const std::string&>();
     const size_t space = line.find(' ');
-    if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
-      return model_error(where + " '" + line + "' is not two tokens separated by one space");
+    if (space != std::string_view::npos && line.find(' ', space + 1) == std::string_view::npos) {
+      return std::make_pair(line.substr(0, space), line.substr(space + 1));
     }
-    return std::make_pair(line.substr(0, space), line.substr(space + 1));
+    return model_error("merges[" + std::to_string(index) + "] '" + std::string(line) +
+                       "' is not two tokens separated by one space");
   }
   if (entry.is_array() && entry.size() == 2 && entry[0].is_string() && entry[1].is_string()) {
-    return std::make_pair(entry[0].get<std::string>(), entry[1].get<std::string>());
+    return std::make_pair(std::string_view(entry[0].get_ref<const std::string&>()),
+                          std::string_view(entry[1].get_ref<const std::string&>()));
   }
-  return model_error(where + " must be a string \"a b\" or a pair of strings");
+  return model_error("merges[" + std::to_string(index) + "] must be a string \"a b\" or a pair of strings");
 }
 
 }  // namespace
@@ -88,20 +89,29 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const Json& model) {
   const auto vocab_it = model.find("vocab");
   if (vocab_it == model.end() || vocab_it->is_null()) return model_error("vocab is missing");
   if (!vocab_it->is_object()) return model_error("vocab must be an object of token -> id");
-  bpe->vocab_.reserve(vocab_it->size());
+  // Each token string is stored once, in tokens_ (by id); vocab_ maps views of those strings back to
+  // ids. tokens_ is sized before any string goes in, so the views stay valid.
   int64_t max_id = -1;
   for (const auto& [token, id] : vocab_it->items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
       return model_error("vocab['" + token + "'] must be a non-negative 32-bit id");
     }
-    bpe->vocab_.emplace(token, static_cast<int32_t>(id.get<int64_t>()));
     max_id = std::max(max_id, id.get<int64_t>());
   }
   bpe->tokens_.resize(static_cast<size_t>(max_id + 1));
   bpe->has_token_.assign(static_cast<size_t>(max_id + 1), false);
-  for (const auto& [token, id] : bpe->vocab_) {
-    bpe->tokens_[static_cast<size_t>(id)] = token;
-    bpe->has_token_[static_cast<size_t>(id)] = true;
+  for (const auto& [token, id] : vocab_it->items()) {
+    const auto index = static_cast<size_t>(id.get<int64_t>());
+    if (bpe->has_token_[index]) {
+      return model_error("vocab: id " + std::to_string(index) + " is given to both '" + bpe->tokens_[index] +
+                         "' and '" + token + "'");
+    }
+    bpe->tokens_[index] = token;
+    bpe->has_token_[index] = true;
+  }
+  bpe->vocab_.reserve(vocab_it->size());
+  for (size_t id = 0; id < bpe->tokens_.size(); ++id) {
+    if (bpe->has_token_[id]) bpe->vocab_.emplace(bpe->tokens_[id], static_cast<int32_t>(id));
   }
 
   HELIUM_ASSIGN_OR_RETURN(const std::string unk, json_fields::string_or(model, "unk_token", "", "model"));
@@ -137,24 +147,31 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const Json& model) {
     if (!merges_it->is_array()) return model_error("merges must be an array");
     const size_t prefix_size = bpe->continuing_subword_prefix_.size();
     bpe->merges_.reserve(merges_it->size());
+    std::string merged;
     for (size_t i = 0; i < merges_it->size(); ++i) {
       HELIUM_ASSIGN_OR_RETURN(const auto pair, parse_merge((*merges_it)[i], i));
-      const auto left = bpe->vocab_.find(pair.first);
-      const auto right = bpe->vocab_.find(pair.second);
-      const std::string where = "merges[" + std::to_string(i) + "]: ";
-      if (left == bpe->vocab_.end())
-        return model_error(where + "'" + pair.first + "' is not in the vocabulary");
-      if (right == bpe->vocab_.end())
-        return model_error(where + "'" + pair.second + "' is not in the vocabulary");
+      const auto [left_token, right_token] = pair;
+      auto where = [i] { return "merges[" + std::to_string(i) + "]: "; };
+      const auto left = bpe->vocab_.find(left_token);
+      const auto right = bpe->vocab_.find(right_token);
+      if (left == bpe->vocab_.end()) {
+        return model_error(where() + "'" + std::string(left_token) + "' is not in the vocabulary");
+      }
+      if (right == bpe->vocab_.end()) {
+        return model_error(where() + "'" + std::string(right_token) + "' is not in the vocabulary");
+      }
       // With a continuing-subword prefix ("##"), the right part carries the prefix and the merged
       // token does not repeat it.
-      if (pair.second.size() < prefix_size) {
-        return model_error(where + "'" + pair.second + "' lacks the continuing_subword_prefix");
+      if (right_token.size() < prefix_size) {
+        return model_error(where() + "'" + std::string(right_token) +
+                           "' lacks the continuing_subword_prefix");
       }
-      const std::string merged = pair.first + pair.second.substr(prefix_size);
-      const auto merged_it = bpe->vocab_.find(merged);
-      if (merged_it == bpe->vocab_.end())
-        return model_error(where + "'" + merged + "' is not in the vocabulary");
+      merged.assign(left_token);
+      merged.append(right_token.substr(prefix_size));
+      const auto merged_it = bpe->vocab_.find(std::string_view(merged));
+      if (merged_it == bpe->vocab_.end()) {
+        return model_error(where() + "'" + merged + "' is not in the vocabulary");
+      }
       // A repeated pair keeps its last rank, as the reference's map construction does.
       bpe->merges_.insert_or_assign(left->second, right->second,
                                     {static_cast<int32_t>(i), merged_it->second});

@@ -60,9 +60,9 @@ class BpeModel {
 
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
 
-  std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> vocab_;
   std::vector<std::string> tokens_;  // by id; empty where no token has the id
   std::vector<bool> has_token_;
+  std::unordered_map<std::string_view, int32_t> vocab_;  // keys view the strings of tokens_
   MergeTable merges_;
   std::optional<int32_t> unk_id_;
   bool fuse_unk_ = false;

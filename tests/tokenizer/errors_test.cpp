@@ -59,6 +59,8 @@ TEST(TokenizerErrors, MissingOrBadVocab) {
             "tokenizer.json: model.vocab must be an object of token -> id");
   EXPECT_EQ(load_error(tokenizer_json(R"({"type": "BPE", "vocab": {"a": -1}, "merges": []})")),
             "tokenizer.json: model.vocab['a'] must be a non-negative 32-bit id");
+  EXPECT_EQ(load_error(tokenizer_json(R"({"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []})")),
+            "tokenizer.json: model.vocab: id 0 is given to both 'a' and 'b'");
 }
 
 TEST(TokenizerErrors, MergesMustNameVocabularyTokens) {
