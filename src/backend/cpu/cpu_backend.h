@@ -11,12 +11,15 @@
 // slots) runs in one order that depends only on its own length. Different CpuIsa values may differ in the
 // last bits (they sum in different lane orders).
 //
+// Threads. Calls into one CpuBackend must come from one thread at a time: every op runs on the backend's
+// ThreadPool, whose parallel_for is not reentrant. Separate CpuBackend objects are independent.
+//
 // Preconditions. The ops are `void`, so a broken precondition aborts the process with a message naming
 // the op, the condition and all shapes (check.h). "Rows" below is the product of all but the last
 // dimension of an activation tensor, so (rows, heads, head_dim) views are accepted where (rows,
 // heads * head_dim) is. All tensors must be non-null unless marked optional.
 //   embedding   table (vocab, dim) F32/F16/BF16; ids (rows) I32 with 0 <= id < vocab; out (rows, dim) F32.
-//   matmul      x (rows, k) F32; w (n, k) F32/F16/BF16, rank 2; bias (n) F32/F16/BF16 or empty
+//   matmul      x (rows, k) F32; w (n, k) F32/F16/BF16, rank 2, k > 0; bias (n) F32/F16/BF16 or empty
 //               (data == nullptr); y (rows, n) F32, not overlapping x, w or bias.
 //   rms_norm    x (rows, dim) F32; w (dim) F32/F16/BF16; eps >= 0; y shaped like x, F32, either x itself
 //               or not overlapping it.

@@ -57,7 +57,7 @@ void matmul(const CpuContext& ctx, const Tensor& x, const Tensor& w, const Tenso
   HELIUM_CHECK(op, x.data != nullptr && w.data != nullptr && y.data != nullptr) << "null tensor";
   HELIUM_CHECK(op, x.dtype == DType::F32 && y.dtype == DType::F32) << "activations must be F32";
   HELIUM_CHECK(op, is_float_weight(w.dtype)) << "w must be F32, F16 or BF16";
-  HELIUM_CHECK(op, w.rank == 2) << "w must be (n, k)";
+  HELIUM_CHECK(op, w.rank == 2 && w.dim(1) > 0) << "w must be (n, k) with k > 0";
   const int64_t n = w.dim(0), k = w.dim(1), rows = matrix_rows(x);
   HELIUM_CHECK(op, x.rank >= 1 && matrix_cols(x) == k) << "x's last dimension must be w's k";
   HELIUM_CHECK(op, y.rank >= 1 && matrix_cols(y) == n && matrix_rows(y) == rows) << "y must be (rows, n)";
