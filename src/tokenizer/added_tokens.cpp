@@ -30,14 +30,19 @@ Result<AddedToken> parse_added_token(const Json& node, const std::string& where)
   return token;
 }
 
+std::string_view char_before(std::string_view text, size_t end) {
+  const size_t start = unicode::char_start_before(text, end);
+  return text.substr(start, end - start);
+}
+
+std::string_view char_at(std::string_view text, size_t pos) {
+  return text.substr(pos, unicode::sequence_length(static_cast<unsigned char>(text[pos])));
+}
+
 // Byte offset where the run of White_Space ending at `end` starts.
 size_t whitespace_run_before(std::string_view text, size_t end) {
-  while (end > 0) {
-    size_t start = end - 1;
-    while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
-    size_t pos = start;
-    if (!unicode::is_white_space(unicode::decode_next(text, pos))) break;
-    end = start;
+  while (end > 0 && unicode::is_white_space(unicode::decode_before(text, end))) {
+    end = unicode::char_start_before(text, end);
   }
   return end;
 }
@@ -160,16 +165,9 @@ std::vector<AddedVocabulary::Split> AddedVocabulary::split(std::string_view text
     pos = end;
     const AddedToken& token = tokens_[static_cast<size_t>(index)];
     if (token.single_word) {
-      size_t before_start = begin;
-      if (begin > 0) {
-        before_start = begin - 1;
-        while (before_start > 0 && (static_cast<unsigned char>(text[before_start]) & 0xC0) == 0x80)
-          --before_start;
-      }
-      const bool touches_before = begin > 0 && is_word_char(text.substr(before_start, begin - before_start));
-      const bool touches_after =
-          end < text.size() &&
-          is_word_char(text.substr(end, unicode::sequence_length(static_cast<unsigned char>(text[end]))));
+      // Rejected when a word character touches it on either side.
+      const bool touches_before = begin > 0 && is_word_char(char_before(text, begin));
+      const bool touches_after = end < text.size() && is_word_char(char_at(text, end));
       if (touches_before || touches_after) continue;
     }
     if (token.lstrip) begin = std::max(whitespace_run_before(text, begin), done);

@@ -150,11 +150,8 @@ class Strip final : public Decoder {
       }
       size_t end = token.size();
       for (size_t n = 0; n < stop_ && end > begin; ++n) {
-        const char32_t cp = unicode::decode_before(token, end);
-        if (cp != content_) break;
-        std::string encoded;
-        unicode::append_utf8(encoded, cp);
-        end -= encoded.size();
+        if (unicode::decode_before(token, end) != content_) break;
+        end = unicode::char_start_before(token, end);
       }
       token = token.substr(begin, end - begin);
     }

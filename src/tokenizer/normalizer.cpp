@@ -42,9 +42,8 @@ class Strip final : public Normalizer {
     }
     if (right_) {
       while (end > begin) {
-        const char32_t cp = unicode::decode_before(text, end);
-        if (!unicode::is_white_space(cp)) break;
-        end -= cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+        if (!unicode::is_white_space(unicode::decode_before(text, end))) break;
+        end = unicode::char_start_before(text, end);
       }
     }
     return text.substr(begin, end - begin);

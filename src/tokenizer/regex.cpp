@@ -296,6 +296,10 @@ struct Regex::Compiled {
   }
 };
 
+// Ruby syntax, which Oniguruma follows, makes ^ and $ line anchors everywhere (PCRE2's multiline mode),
+// and ^ also matches after a newline that ends the text (PCRE2's "alternative circumflex").
+constexpr uint32_t kCompileOptions = PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE | PCRE2_ALT_CIRCUMFLEX;
+
 Result<Regex> Regex::from_oniguruma(std::string_view pattern) {
   HELIUM_ASSIGN_OR_RETURN(std::string translated, translate_oniguruma_pattern(pattern));
   pcre2_compile_context* context = pcre2_compile_context_create(nullptr);
@@ -303,9 +307,8 @@ Result<Regex> Regex::from_oniguruma(std::string_view pattern) {
   pcre2_set_newline(context, PCRE2_NEWLINE_LF);
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  pcre2_code* code =
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
-                    PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE, &error_code, &error_offset, context);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
+                                   kCompileOptions, &error_code, &error_offset, context);
   pcre2_compile_context_free(context);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];

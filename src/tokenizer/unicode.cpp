@@ -108,9 +108,14 @@ char32_t decode_next(std::string_view text, size_t& pos) {
   return cp;
 }
 
-char32_t decode_before(std::string_view text, size_t end) {
+size_t char_start_before(std::string_view text, size_t end) {
   size_t start = end - 1;
   while (start > 0 && is_continuation(static_cast<unsigned char>(text[start]))) --start;
+  return start;
+}
+
+char32_t decode_before(std::string_view text, size_t end) {
+  size_t start = char_start_before(text, end);
   return decode_next(text, start);
 }
 
@@ -236,11 +241,8 @@ bool is_cased(char32_t cp) {
 bool is_final_sigma(std::string_view text, size_t sigma_begin, size_t sigma_end) {
   bool cased_before = false;
   for (size_t end = sigma_begin; end > 0;) {
-    size_t start = end - 1;
-    while (start > 0 && is_continuation(static_cast<unsigned char>(text[start]))) --start;
-    size_t p = start;
-    const char32_t cp = decode_next(text, p);
-    end = start;
+    const char32_t cp = decode_before(text, end);
+    end = char_start_before(text, end);
     if (is_case_ignorable(cp)) continue;
     cased_before = is_cased(cp);
     break;

@@ -31,7 +31,9 @@ inline size_t sequence_length(unsigned char lead) {
 
 // Decodes the code point starting at `pos` of valid UTF-8 and moves `pos` past it.
 char32_t decode_next(std::string_view text, size_t& pos);
-// The code point ending just before `end` in valid UTF-8 (end > 0).
+// Where the character ending just before `end` (> 0) starts, in valid UTF-8.
+size_t char_start_before(std::string_view text, size_t end);
+// The code point ending just before `end` (> 0) in valid UTF-8.
 char32_t decode_before(std::string_view text, size_t end);
 void append_utf8(std::string& out, char32_t cp);
 

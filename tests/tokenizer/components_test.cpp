@@ -120,6 +120,10 @@ TEST(TokenizerRegex, LookaheadAndWhitespaceRuns) {
 TEST(TokenizerRegex, EmptyMatchesFollowTheOnigCrateIteration) {
   EXPECT_EQ(matches("a*", "baa"), (Strings{"", "aa"}));
   EXPECT_EQ(matches("x?", ""), (Strings{""}));
+  // ^ and $ are line anchors, and ^ matches after a final newline too.
+  EXPECT_EQ(matches("^", "a\n").size(), 2u);
+  EXPECT_EQ(matches("^b$", "a\nb\nc"), (Strings{"b"}));
+  EXPECT_EQ(matches(".+", "ab\rc\nd"), (Strings{"ab\rc", "d"}));
 }
 
 TEST(TokenizerRegex, ConstructsPcre2WouldMisreadAreRefused) {
