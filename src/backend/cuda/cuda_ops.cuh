@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -35,6 +36,8 @@
 
 namespace helium::cuda {
 
+struct MatmulDecodeTable;  // matmul.cu's tuned decode configurations (below)
+
 // Everything a launcher may use; owned by CudaBackend and reserved at creation.
 struct Context {
   cudaStream_t stream = nullptr;
@@ -45,6 +48,7 @@ struct Context {
   size_t attention_scratch_floats = 0;
   void* matmul_scratch = nullptr;  // e.g. bf16 copies of activations for large-M GEMMs
   size_t matmul_scratch_bytes = 0;
+  const MatmulDecodeTable* matmul_decode_table = nullptr;  // tuned decode configs; null: defaults
   int sm_count = 0;
   int max_rows = 0;
   int64_t max_context = 0;
@@ -70,5 +74,46 @@ void fill_random(const Context& c, const Tensor& t, uint64_t seed, float scale);
 
 // Scratch the attention kernels need for a configuration; CudaBackend reserves the maximum at creation.
 size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context);
+
+// ---- matmul (matmul.cu) ----
+// Bytes of Context::matmul_scratch the prefill path (rows > kMaxDecodeRows) needs: a BF16/F16 copy of x,
+// max_rows · max_k · 2 bytes (0 when max_rows <= kMaxDecodeRows: the decode path needs no scratch).
+size_t matmul_scratch_bytes(int max_rows, int64_t max_k);
+
+// Launch configuration of the decode kernel (rows 1..kMaxDecodeRows) for one (n, k, w dtype) shape.
+// k_warps alone decides the reduction order (32 · k_warps interleaved slices of k, see matmul.cu), so it
+// decides the rounding of every output; the other fields change speed only. Whatever the row count,
+// one shape runs with one configuration, which is what keeps rows bitwise batch-invariant.
+struct MatmulDecodeConfig {
+  int features_per_lane = 2;  // output features each lane accumulates: 1, 2 or 4
+  int rounds_in_flight = 4;   // rounds of w chunks each lane has loaded ahead of use (prefetch depth)
+  int feature_warps = 4;      // warps of a block over different features: 1, 2, 4 or 8
+  int k_warps = 1;            // warps of a block splitting k: 1, 2 or 4 (feature_warps · k_warps <= 8)
+};
+bool operator==(const MatmulDecodeConfig& a, const MatmulDecodeConfig& b);
+
+// Configurations chosen per shape (by timing the candidates on the device at first start; cached per
+// GPU/driver/model by the backend). A model has a handful of shapes: looked up by linear search.
+struct MatmulDecodeShapeConfig {
+  int64_t n = 0, k = 0;
+  DType w_dtype = DType::BF16;
+  MatmulDecodeConfig config;
+};
+struct MatmulDecodeTable {
+  std::vector<MatmulDecodeShapeConfig> entries;
+};
+
+// The configuration used for a shape that the table does not list (a function of the shape alone).
+MatmulDecodeConfig matmul_decode_default_config(int64_t n, int64_t k, DType w_dtype);
+// Every configuration worth timing for a shape (the default among them). Configurations with different
+// k_warps round differently: a tuned table changes results (not their batch invariance) vs the default.
+std::vector<MatmulDecodeConfig> matmul_decode_candidates(int64_t n, int64_t k, DType w_dtype);
+bool matmul_decode_config_valid(const MatmulDecodeConfig& config, DType w_dtype);
+// The decode kernel with an explicit configuration, for any row count (the autotuner, tests, benches).
+void matmul_decode(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                   const MatmulDecodeConfig& config);
+// Which path matmul() takes for these operands: "decode", "decode-unaligned" (same order, scalar loads)
+// or "cublaslt" (host-side query, enqueues nothing; for tests and benches).
+const char* matmul_path(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
 
 }  // namespace helium::cuda

@@ -1,0 +1,351 @@
+// bench/cuda/matmul_bench.cu — times the CUDA matmul on Qwen3-8B's shapes with BF16 weights:
+// - the decode kernel (rows 1..64) with its default configuration, as achieved GB/s of weight traffic
+//   beside the device-to-device copy bandwidth measured here (cudaMemcpyAsync of 1 GiB, counting bytes
+//   read plus bytes written, the figure DESIGN.md's decode ceiling uses);
+// - every candidate configuration of each shape at 1 and 8 rows, and the winner at 1 row (what the
+//   autotuner does at first start);
+// - the prefill path (cuBLASLt, rows > 64) in TFLOP/s, including the rounding of x to BF16.
+// Each decode call reads a different copy of the weights (together more than 4× the L2), as a model's
+// layers do, so the figures are HBM figures. Times are per call: a CUDA graph of many calls (launch gaps
+// as small as the engine's graphs get), replayed after a warm-up; the median over replays.
+//
+//   helium_bench_cuda_matmul [--json PATH] [--quick]
+// --quick: fewer replays, no candidate sweep.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_ops.cuh"
+
+namespace helium {
+namespace {
+
+#define BENCH_CUDA(expr)                                                                              \
+  do {                                                                                                \
+    cudaError_t err_ = (expr);                                                                        \
+    if (err_ != cudaSuccess) {                                                                        \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
+      std::exit(1);                                                                                   \
+    }                                                                                                 \
+  } while (0)
+
+struct Options {
+  std::string json_path;
+  bool quick = false;
+};
+
+struct Shape {
+  const char* name;
+  int64_t n, k;
+};
+
+// Qwen3-8B: hidden 4096, 32 query heads and 8 KV heads of 128, intermediate 12288, vocabulary 151936.
+const Shape kShapes[] = {
+    {"q_proj/o_proj", 4096, 4096}, {"k_proj/v_proj", 1024, 4096}, {"gate/up_proj", 12288, 4096},
+    {"down_proj", 4096, 12288},    {"lm_head", 151936, 4096},
+};
+const int kDecodeRows[] = {1, 2, 4, 8, 16, 32, 64};
+
+__device__ uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+__device__ float uniform_pm1(uint64_t seed, uint64_t i) {
+  return static_cast<float>(splitmix64(seed * 0x100000001b3ull + i) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+__global__ void fill_bf16(__nv_bfloat16* p, int64_t count, uint64_t seed, float scale) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x)
+    p[i] = __float2bfloat16(scale * uniform_pm1(seed, static_cast<uint64_t>(i)));
+}
+__global__ void fill_f32(float* p, int64_t count, uint64_t seed, float scale) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x)
+    p[i] = scale * uniform_pm1(seed, static_cast<uint64_t>(i));
+}
+
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t bytes) : bytes_(bytes) { BENCH_CUDA(cudaMalloc(&data_, std::max<size_t>(bytes, 256))); }
+  ~DeviceArray() { cudaFree(data_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  void* get() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Milliseconds of `work` (enqueued on `stream`), median over `samples` timed runs after 2 warm-ups.
+template <class F>
+double time_ms(cudaStream_t stream, int samples, F&& work) {
+  cudaEvent_t start, stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int i = 0; i < samples + 2; ++i) {
+    BENCH_CUDA(cudaEventRecord(start, stream));
+    work();
+    BENCH_CUDA(cudaEventRecord(stop, stream));
+    BENCH_CUDA(cudaEventSynchronize(stop));
+    float t = 0.0f;
+    BENCH_CUDA(cudaEventElapsedTime(&t, start, stop));
+    if (i >= 2) ms.push_back(t);
+  }
+  BENCH_CUDA(cudaEventDestroy(start));
+  BENCH_CUDA(cudaEventDestroy(stop));
+  return median(ms);
+}
+
+// Milliseconds per call of `calls` enqueued calls (call(i) for i < calls), captured in one graph.
+template <class F>
+double time_per_call_ms(cudaStream_t stream, int calls, int samples, F&& call) {
+  for (int i = 0; i < calls; ++i) call(i);  // outside the capture: one-time attribute setting, lazy loading
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) call(i);
+  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  const double ms = time_ms(stream, samples, [&] { BENCH_CUDA(cudaGraphLaunch(exec, stream)); });
+  BENCH_CUDA(cudaGraphExecDestroy(exec));
+  BENCH_CUDA(cudaGraphDestroy(graph));
+  return ms / calls;
+}
+
+std::string config_string(const cuda::MatmulDecodeConfig& c) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "lane %d x %d rounds, warps %d x %d k", c.features_per_lane, c.rounds_in_flight,
+                c.feature_warps, c.k_warps);
+  return buf;
+}
+
+struct JsonWriter {
+  std::string out;
+  void raw(const std::string& s) { out += s; }
+  void kv(const char* key, double v, bool comma = true) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "\"%s\": %.6g%s", key, v, comma ? ", " : "");
+    out += buf;
+  }
+  void kv(const char* key, const std::string& v, bool comma = true) {
+    out.append("\"").append(key).append("\": \"").append(v).append(comma ? "\", " : "\"");
+  }
+};
+
+int run(const Options& opt) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "no CUDA device\n");
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  std::printf("device: %s, %d SMs, L2 %.0f MB, driver %d, runtime %d\n", prop.name, prop.multiProcessorCount,
+              prop.l2CacheSize / 1e6, driver, runtime);
+  const int samples = opt.quick ? 5 : 15;
+
+  cuda::Context ctx;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
+  if (cublasLtCreate(&ctx.lt) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "cublasLtCreate failed\n");
+    return 1;
+  }
+  DeviceArray workspace(size_t{32} << 20);
+  const int prefill_rows = 4096;
+  DeviceArray scratch(cuda::matmul_scratch_bytes(prefill_rows, 12288));
+  ctx.lt_workspace = workspace.get();
+  ctx.lt_workspace_bytes = workspace.bytes();
+  ctx.matmul_scratch = scratch.get();
+  ctx.matmul_scratch_bytes = scratch.bytes();
+  ctx.sm_count = prop.multiProcessorCount;
+  ctx.max_rows = prefill_rows;
+
+  JsonWriter json;
+  json.raw("{");
+  json.kv("device", std::string(prop.name));
+  json.kv("sm_count", prop.multiProcessorCount);
+  json.kv("driver", driver);
+
+  // The ceiling: a device-to-device copy of 1 GiB, bytes read plus bytes written.
+  double copy_gbps = 0.0;
+  {
+    const size_t bytes = size_t{1} << 30;
+    DeviceArray src(bytes), dst(bytes);
+    BENCH_CUDA(cudaMemsetAsync(src.get(), 1, bytes, ctx.stream));
+    const double ms = time_ms(ctx.stream, samples, [&] {
+      BENCH_CUDA(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, ctx.stream));
+    });
+    copy_gbps = 2.0 * bytes / (ms * 1e-3) / 1e9;
+    std::printf("device copy (1 GiB, read + write): %.0f GB/s  <- decode ceiling\n\n", copy_gbps);
+  }
+  json.kv("copy_gbps_read_plus_write", copy_gbps);
+
+  const int64_t max_k = 12288;
+  DeviceArray x(static_cast<size_t>(prefill_rows) * max_k * 4);
+  fill_f32<<<1024, 256, 0, ctx.stream>>>(static_cast<float*>(x.get()), int64_t{prefill_rows} * max_k, 1, 1.0f);
+  BENCH_CUDA(cudaGetLastError());
+
+  std::string decode_json, candidate_json;
+  std::printf("decode, BF16 w, default configuration: us per call, GB/s of weights, %% of copy bandwidth\n");
+  std::printf("%-14s %7s %6s |", "shape", "n", "k");
+  for (int rows : kDecodeRows) std::printf(" %17s", ("rows " + std::to_string(rows)).c_str());
+  std::printf("\n");
+  for (const Shape& s : kShapes) {
+    const size_t w_bytes = static_cast<size_t>(s.n * s.k) * 2;
+    const int copies = static_cast<int>(std::max<size_t>(2, (4 * static_cast<size_t>(prop.l2CacheSize) + w_bytes - 1) / w_bytes));
+    DeviceArray w(w_bytes * copies), y(static_cast<size_t>(kMaxDecodeRows * s.n) * 4);
+    fill_bf16<<<4096, 256, 0, ctx.stream>>>(static_cast<__nv_bfloat16*>(w.get()), s.n * s.k * copies, 2, 0.05f);
+    BENCH_CUDA(cudaGetLastError());
+    const int calls = std::max(copies, 20);
+    auto decode_call = [&](const cuda::MatmulDecodeConfig& cfg, int rows) {
+      return [&, cfg, rows](int i) {
+        const Tensor xt(x.get(), DType::F32, {rows, s.k});
+        const Tensor wt(static_cast<char*>(w.get()) + (i % copies) * w_bytes, DType::BF16, {s.n, s.k});
+        const Tensor yt(y.get(), DType::F32, {rows, s.n});
+        cuda::matmul_decode(ctx, xt, wt, Tensor(), yt, cfg);
+      };
+    };
+    const cuda::MatmulDecodeConfig def = cuda::matmul_decode_default_config(s.n, s.k, DType::BF16);
+    std::printf("%-14s %7lld %6lld |", s.name, static_cast<long long>(s.n), static_cast<long long>(s.k));
+    for (int rows : kDecodeRows) {
+      const double ms = time_per_call_ms(ctx.stream, calls, samples, decode_call(def, rows));
+      const double gbps = w_bytes / (ms * 1e-3) / 1e9;
+      std::printf(" %6.1f %5.0f %3.0f%%", ms * 1e3, gbps, 100.0 * gbps / copy_gbps);
+      JsonWriter e;
+      e.raw(decode_json.empty() ? "{" : ", {");
+      e.kv("shape", std::string(s.name));
+      e.kv("n", static_cast<double>(s.n));
+      e.kv("k", static_cast<double>(s.k));
+      e.kv("rows", rows);
+      e.kv("config", config_string(def));
+      e.kv("us", ms * 1e3);
+      e.kv("weight_gbps", gbps);
+      e.kv("fraction_of_copy", gbps / copy_gbps, false);
+      e.raw("}");
+      decode_json += e.out;
+    }
+    std::printf("   [%s]\n", config_string(def).c_str());
+    std::fflush(stdout);
+
+    if (!opt.quick) {
+      const std::vector<cuda::MatmulDecodeConfig> candidates = cuda::matmul_decode_candidates(s.n, s.k, DType::BF16);
+      double best_ms = 1e30;
+      cuda::MatmulDecodeConfig best = def;
+      std::vector<std::string> lines;
+      for (const cuda::MatmulDecodeConfig& cfg : candidates) {
+        const double ms1 = time_per_call_ms(ctx.stream, calls, samples, decode_call(cfg, 1));
+        const double ms8 = time_per_call_ms(ctx.stream, calls, samples, decode_call(cfg, 8));
+        if (ms1 < best_ms) {
+          best_ms = ms1;
+          best = cfg;
+        }
+        char line[160];
+        std::snprintf(line, sizeof line, "    %-34s rows 1: %7.1f us %5.0f GB/s   rows 8: %7.1f us%s",
+                      config_string(cfg).c_str(), ms1 * 1e3, w_bytes / (ms1 * 1e-3) / 1e9, ms8 * 1e3,
+                      cfg == def ? "  (default)" : "");
+        lines.push_back(line);
+        JsonWriter e;
+        e.raw(candidate_json.empty() ? "{" : ", {");
+        e.kv("shape", std::string(s.name));
+        e.kv("config", config_string(cfg));
+        e.kv("features_per_lane", cfg.features_per_lane);
+        e.kv("rounds_in_flight", cfg.rounds_in_flight);
+        e.kv("feature_warps", cfg.feature_warps);
+        e.kv("k_warps", cfg.k_warps);
+        e.kv("us_rows_1", ms1 * 1e3);
+        e.kv("us_rows_8", ms8 * 1e3, false);
+        e.raw("}");
+        candidate_json += e.out;
+      }
+      std::printf("  %zu candidates for %s:\n", candidates.size(), s.name);
+      for (const std::string& l : lines) std::printf("%s\n", l.c_str());
+      std::printf("  winner at 1 row: %s, %.1f us, %.0f GB/s (%.0f%% of copy)\n\n", config_string(best).c_str(),
+                  best_ms * 1e3, w_bytes / (best_ms * 1e-3) / 1e9, 100.0 * w_bytes / (best_ms * 1e-3) / 1e9 / copy_gbps);
+      std::fflush(stdout);
+    }
+  }
+  json.raw("\"decode\": [" + decode_json + "], ");
+  json.raw("\"candidates\": [" + candidate_json + "], ");
+
+  // Prefill: cuBLASLt on the tensor cores, x rounded to BF16 first (included in the time).
+  std::printf("\nprefill (cuBLASLt, BF16 tensor cores, f32 out; time includes rounding x to BF16)\n");
+  std::string prefill_json;
+  const int64_t prefill_shapes[][2] = {{4096, 4096}, {12288, 4096}, {4096, 12288}};
+  for (const auto& nk : prefill_shapes) {
+    const int64_t n = nk[0], k = nk[1], rows = prefill_rows;
+    DeviceArray w(static_cast<size_t>(n * k) * 2), y(static_cast<size_t>(rows * n) * 4);
+    fill_bf16<<<4096, 256, 0, ctx.stream>>>(static_cast<__nv_bfloat16*>(w.get()), n * k, 3, 0.05f);
+    BENCH_CUDA(cudaGetLastError());
+    const Tensor xt(x.get(), DType::F32, {rows, k}), wt(w.get(), DType::BF16, {n, k}), yt(y.get(), DType::F32, {rows, n});
+    const char* path = cuda::matmul_path(ctx, xt, wt, Tensor(), yt);
+    const double ms = time_ms(ctx.stream, samples, [&] { cuda::matmul(ctx, xt, wt, Tensor(), yt); });
+    const double tflops = 2.0 * rows * n * k / (ms * 1e-3) / 1e12;
+    std::printf("  rows %lld x n %lld x k %lld: %8.1f us  %6.1f TFLOP/s  (path %s)\n", static_cast<long long>(rows),
+                static_cast<long long>(n), static_cast<long long>(k), ms * 1e3, tflops, path);
+    JsonWriter e;
+    e.raw(prefill_json.empty() ? "{" : ", {");
+    e.kv("rows", static_cast<double>(rows));
+    e.kv("n", static_cast<double>(n));
+    e.kv("k", static_cast<double>(k));
+    e.kv("path", std::string(path));
+    e.kv("us", ms * 1e3);
+    e.kv("tflops", tflops, false);
+    e.raw("}");
+    prefill_json += e.out;
+  }
+  std::printf("  (dense BF16 ceiling: about 990 TFLOP/s by the datasheet; measured elsewhere on this GPU: ~790)\n");
+  json.raw("\"prefill\": [" + prefill_json + "]}");
+
+  if (!opt.json_path.empty()) {
+    FILE* f = std::fopen(opt.json_path.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "cannot write %s\n", opt.json_path.c_str());
+      return 1;
+    }
+    std::fprintf(f, "%s\n", json.out.c_str());
+    std::fclose(f);
+    std::printf("wrote %s\n", opt.json_path.c_str());
+  }
+  cublasLtDestroy(ctx.lt);
+  cudaStreamDestroy(ctx.stream);
+  return 0;
+}
+
+}  // namespace
+}  // namespace helium
+
+int main(int argc, char** argv) {
+  helium::Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json" && i + 1 < argc) {
+      opt.json_path = argv[++i];
+    } else if (a == "--quick") {
+      opt.quick = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--json PATH] [--quick]\n", argv[0]);
+      return 2;
+    }
+  }
+  return helium::run(opt);
+}

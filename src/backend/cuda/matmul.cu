@@ -1,0 +1,730 @@
+// backend/cuda/matmul.cu — y(rows, n) = x(rows, k) · w(n, k)ᵀ [+ bias(n)]: the op entry, the decode kernel
+// (rows 1..kMaxDecodeRows: decode, batched decode, tree verification) and the prefill path (cuBLASLt).
+//
+// Reduction order of the decode path (what batch invariance rests on). k is cut into chunks of 8
+// elements (16 bytes of a 16-bit w row); with S = 32 · k_warps slices, slice s owns the chunks c with
+// c mod S == s. Every output element is computed as
+//   p_s  = fma-chain over the chunks of slice s in increasing c, each chunk's 8 elements in increasing
+//          order, starting from +0 (one __fmaf_rn per element: acc = w·x + acc);
+//   q_kw = the 32 slices kw·32 + lane of one warp summed by the butterfly xor 16, 8, 4, 2, 1;
+//   y    = q_0 (k_warps 1), q_0 + q_1 (2), (q_0 + q_1) + (q_2 + q_3) (4); then y + bias, one rounding.
+// That order depends on k and k_warps only. The row count picks how many rows a block carries (1, 2, 4
+// or 8: registers) and how many blocks run, and other configuration fields pick which lanes and warps
+// hold which features, none of which changes an element's arithmetic: a row computed alone or among 63
+// others is bitwise the same. The kernel for unaligned operands (k % 8 != 0, or x/w not 16-byte
+// aligned) performs the identical sequence with scalar loads, so even a misaligned view gives the same
+// bits. Weights widen to f32 exactly (BF16/F16), and nothing is contracted or reassociated by the
+// compiler (explicit __fmaf_rn/__fadd_rn).
+//
+// Prefill (rows > kMaxDecodeRows, k % 8 == 0, aligned operands): x is rounded to BF16 (F16 for F16 w)
+// into Context::matmul_scratch and multiplied by cuBLASLt on the tensor cores with f32 accumulation and
+// f32 output; F32 w runs a plain f32 GEMM (no TF32). Prefill rows differ from decode rows by the
+// rounding of x (DESIGN.md: prefill may use another path). Shapes cuBLASLt cannot take run the decode
+// kernel, which works for any row count.
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_ops.cuh"
+
+namespace helium::cuda {
+namespace {
+
+constexpr int kChunk = 8;           // elements of k per chunk
+constexpr int kMaxRowTile = 8;      // rows a decode block carries (acc registers: rows × features per lane)
+constexpr int kMaxBlockWarps = 8;   // feature_warps · k_warps
+constexpr int kMaxKWarps = 4;
+// Shared memory for the block's x tile (rows × a whole number of rounds of chunks). A tile of x for one
+// row of k = 16384 fits; more rows or more k go in several tiles. Performance only.
+constexpr int64_t kXTileBudgetBytes = 64 * 1024;
+constexpr size_t kDefaultSmemLimit = 48 * 1024;  // above this a kernel needs cudaFuncSetAttribute
+
+// ---------------------------------------------------------------------------------------------------
+// Device helpers shared by both decode kernels: they are the reduction order.
+
+__device__ __forceinline__ float warp_butterfly_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset >= 1; offset >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;  // the same bits on every lane: each step adds the same two values (a + b == b + a)
+}
+
+// p[kw · stride] for kw < k_warps (1, 2 or 4), summed in the fixed tree of the header comment.
+__device__ __forceinline__ float k_warp_tree(const float* p, int stride, int k_warps) {
+  if (k_warps == 1) return p[0];
+  if (k_warps == 2) return __fadd_rn(p[0], p[stride]);
+  return __fadd_rn(__fadd_rn(p[0], p[stride]), __fadd_rn(p[2 * stride], p[3 * stride]));
+}
+
+__device__ __forceinline__ float bias_at(const void* bias, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::BF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(bias)[i]);
+    case DType::F16: return __half2float(static_cast<const __half*>(bias)[i]);
+    default: return static_cast<const float*>(bias)[i];
+  }
+}
+
+// One chunk (8 elements) of a w row: 16-byte loads and their exact widening to f32.
+template <class WT>
+struct WeightChunk;
+
+template <>
+struct WeightChunk<__nv_bfloat16> {
+  static constexpr int kVecs = 1;  // 16-byte loads per chunk
+  __device__ static void widen(const uint4* v, float* out) {
+    const uint32_t words[4] = {v[0].x, v[0].y, v[0].z, v[0].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // element 2i is the low half of word i (little-endian)
+      out[2 * i] = __uint_as_float(words[i] << 16);
+      out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+  }
+  __device__ static float at(const void* w, int64_t i) {
+    return __bfloat162float(static_cast<const __nv_bfloat16*>(w)[i]);
+  }
+};
+
+template <>
+struct WeightChunk<__half> {
+  static constexpr int kVecs = 1;
+  __device__ static void widen(const uint4* v, float* out) {
+    const uint32_t words[4] = {v[0].x, v[0].y, v[0].z, v[0].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      __half2 h;
+      static_assert(sizeof(h) == 4);
+      memcpy(&h, &words[i], 4);
+      const float2 f = __half22float2(h);  // .x = low half = element 2i
+      out[2 * i] = f.x;
+      out[2 * i + 1] = f.y;
+    }
+  }
+  __device__ static float at(const void* w, int64_t i) { return __half2float(static_cast<const __half*>(w)[i]); }
+};
+
+template <>
+struct WeightChunk<float> {
+  static constexpr int kVecs = 2;
+  __device__ static void widen(const uint4* v, float* out) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      out[4 * i] = __uint_as_float(v[i].x);
+      out[4 * i + 1] = __uint_as_float(v[i].y);
+      out[4 * i + 2] = __uint_as_float(v[i].z);
+      out[4 * i + 3] = __uint_as_float(v[i].w);
+    }
+  }
+  __device__ static float at(const void* w, int64_t i) { return static_cast<const float*>(w)[i]; }
+};
+
+// w is read once per call and never again soon: keep it out of L1 (x lives in shared memory anyway).
+__device__ __forceinline__ uint4 load_weight_16(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// 16 bytes global -> shared without registers; zero-filled when !valid (src is then never read).
+__device__ __forceinline__ void copy_async_16(void* smem, const void* gmem, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+struct DecodeParams {
+  const float* x;     // (rows, k)
+  const void* w;      // (n, k)
+  const void* bias;   // (n) or null
+  DType bias_dtype;
+  float* y;           // (rows, n)
+  int64_t rows, n, k;
+  int feature_warps, k_warps;
+  int64_t row_groups;  // ceil(rows / RT)
+  int tile_rounds;     // rounds of chunks per x tile (aligned kernel)
+};
+
+// ---------------------------------------------------------------------------------------------------
+// The decode kernel. Block b carries rows [row_group · RT, +RT) and features
+// [(feature_block · feature_warps + fw) · FT, +FT) for each of its feature warps fw; blocks are numbered
+// row group fastest, so the blocks that share a slab of w run together and read it once from HBM.
+// Lane `lane` of warp (fw, kw) is slice s = kw · 32 + lane. Each round j, the lane reads chunk
+// c = s + j·S of each of its FT w rows (16-byte loads, RIF rounds ahead of use) and multiplies it with
+// the RT rows of x held in shared memory, filled tile by tile with cp.async. Warps of one k-slice read
+// 512 contiguous bytes of a w row per load. Features past n load row n-1 (a valid address) and are
+// never stored; rows past `rows` multiply zeros and are never stored.
+template <class WT, int RT, int FT, int RIF>
+__global__ void __launch_bounds__(kMaxBlockWarps * 32)
+    matmul_decode_kernel(const DecodeParams p) {
+  using Chunk = WeightChunk<WT>;
+  constexpr int kVecs = Chunk::kVecs;
+  static_assert(RT * FT <= 32, "one lane stores one output of its warp");
+  extern __shared__ float4 smem[];
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int k_warps = p.k_warps, S = 32 * k_warps;
+  const int kw = warp % k_warps, fw = warp / k_warps;
+  const int s = kw * 32 + lane;
+  const int64_t row_group = blockIdx.x % p.row_groups, feature_block = blockIdx.x / p.row_groups;
+  const int64_t row0 = row_group * RT;
+  const int64_t f0 = (feature_block * p.feature_warps + fw) * FT;
+  const int nchunks = static_cast<int>(p.k / kChunk);
+  const int rounds = (nchunks + S - 1) / S;
+  const int tile_chunks = p.tile_rounds * S;
+  float4* x_tile = smem;  // [RT][2][tile_chunks]: the two float4 halves of a chunk in separate planes,
+                          // so that a warp's 32 consecutive chunks are 512 contiguous bytes (no conflicts)
+  float* partial = reinterpret_cast<float*>(smem + RT * 2 * tile_chunks);  // [k_warps][feature_warps][32]
+
+  const char* w_rows[FT];
+#pragma unroll
+  for (int f = 0; f < FT; ++f) {
+    const int64_t feature = min(f0 + f, p.n - 1);
+    w_rows[f] = static_cast<const char*>(p.w) + feature * p.k * static_cast<int64_t>(sizeof(WT));
+  }
+  auto load_round = [&](int j, uint4 (&dst)[FT][kVecs]) {
+    const int c = s + j * S;
+    if (c < nchunks) {
+#pragma unroll
+      for (int f = 0; f < FT; ++f)
+#pragma unroll
+        for (int v = 0; v < kVecs; ++v)
+          dst[f][v] = load_weight_16(w_rows[f] + (static_cast<int64_t>(c) * kChunk * sizeof(WT) + v * 16));
+    }
+  };
+  auto stage_x_tile = [&](int first_round) {
+    const int64_t first_chunk = static_cast<int64_t>(first_round) * S;
+    const int count = RT * tile_chunks * 2;  // float4s
+    for (int i = threadIdx.x; i < count; i += blockDim.x) {
+      const int r = i / (tile_chunks * 2), g = i % (tile_chunks * 2);
+      const int cl = g >> 1, half = g & 1;  // g runs along x's memory: chunk-major, then half
+      const int64_t row = row0 + r, chunk = first_chunk + cl;
+      const bool valid = row < p.rows && chunk < nchunks;
+      const float* src = valid ? p.x + row * p.k + chunk * kChunk + half * 4 : p.x;
+      copy_async_16(&x_tile[(r * 2 + half) * tile_chunks + cl], src, valid);
+    }
+    copy_async_wait_all();
+  };
+
+  float acc[RT][FT];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int f = 0; f < FT; ++f) acc[r][f] = 0.0f;
+
+  uint4 ahead[RIF][FT][kVecs];
+#pragma unroll
+  for (int u = 0; u < RIF; ++u) load_round(u, ahead[u]);
+
+  int tile_first_round = 0, next_tile_round = 0;
+  for (int j0 = 0; j0 < rounds; j0 += RIF) {
+#pragma unroll
+    for (int u = 0; u < RIF; ++u) {
+      const int j = j0 + u;  // uniform over the block, so the barriers below are too
+      if (j == next_tile_round && j < rounds) {
+        if (j > 0) __syncthreads();  // everyone is done with the previous tile
+        stage_x_tile(j);
+        __syncthreads();
+        tile_first_round = j;
+        next_tile_round = j + p.tile_rounds;
+      }
+      uint4 cur[FT][kVecs];
+#pragma unroll
+      for (int f = 0; f < FT; ++f)
+#pragma unroll
+        for (int v = 0; v < kVecs; ++v) cur[f][v] = ahead[u][f][v];
+      load_round(j + RIF, ahead[u]);
+      const int c = s + j * S;
+      if (c < nchunks) {
+        float wv[FT][kChunk];
+#pragma unroll
+        for (int f = 0; f < FT; ++f) Chunk::widen(cur[f], wv[f]);
+        const int cl = s + (j - tile_first_round) * S;
+#pragma unroll
+        for (int r = 0; r < RT; ++r) {
+          const float4 lo = x_tile[(r * 2) * tile_chunks + cl];
+          const float4 hi = x_tile[(r * 2 + 1) * tile_chunks + cl];
+          const float xv[kChunk] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+          for (int f = 0; f < FT; ++f)
+#pragma unroll
+            for (int e = 0; e < kChunk; ++e) acc[r][f] = __fmaf_rn(wv[f][e], xv[e], acc[r][f]);
+        }
+      }
+    }
+  }
+
+  // Output (r, f) of this warp ends on lane r·FT + f.
+  float mine = 0.0f;
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int f = 0; f < FT; ++f) {
+      const float v = warp_butterfly_sum(acc[r][f]);
+      if (lane == r * FT + f) mine = v;
+    }
+  if (k_warps > 1) {
+    partial[(kw * p.feature_warps + fw) * 32 + lane] = mine;
+    __syncthreads();
+    if (kw != 0) return;
+    mine = k_warp_tree(&partial[fw * 32 + lane], p.feature_warps * 32, k_warps);
+  }
+  if (lane < RT * FT) {
+    const int64_t row = row0 + lane / FT, feature = f0 + lane % FT;
+    if (row < p.rows && feature < p.n) {
+      if (p.bias != nullptr) mine = __fadd_rn(mine, bias_at(p.bias, p.bias_dtype, feature));
+      p.y[row * p.n + feature] = mine;
+    }
+  }
+}
+
+// The same arithmetic for operands the vector kernel cannot load (k % 8 != 0, or x or w not 16-byte
+// aligned): one block of k_warps warps per (feature, row), scalar loads. Speed is not its purpose.
+template <class WT>
+__global__ void __launch_bounds__(kMaxKWarps * 32) matmul_decode_unaligned_kernel(const DecodeParams p,
+                                                                                  int64_t row_offset) {
+  __shared__ float partial[kMaxKWarps];
+  const int lane = threadIdx.x & 31, kw = threadIdx.x >> 5;
+  const int k_warps = p.k_warps, S = 32 * k_warps;
+  const int s = kw * 32 + lane;
+  const int64_t feature = blockIdx.x, row = row_offset + blockIdx.y;
+  const int64_t nchunks = (p.k + kChunk - 1) / kChunk;
+  const float* x = p.x + row * p.k;
+  const int64_t w_base = feature * p.k;
+  float acc = 0.0f;
+  for (int64_t c = s; c < nchunks; c += S) {
+#pragma unroll
+    for (int e = 0; e < kChunk; ++e) {
+      const int64_t i = c * kChunk + e;
+      if (i < p.k) acc = __fmaf_rn(WeightChunk<WT>::at(p.w, w_base + i), x[i], acc);
+    }
+  }
+  float sum = warp_butterfly_sum(acc);
+  if (k_warps > 1) {
+    if (lane == 0) partial[kw] = sum;
+    __syncthreads();
+    sum = k_warp_tree(partial, 1, k_warps);
+  }
+  if (threadIdx.x == 0) {
+    if (p.bias != nullptr) sum = __fadd_rn(sum, bias_at(p.bias, p.bias_dtype, feature));
+    p.y[row * p.n + feature] = sum;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Prefill helpers.
+
+// out = x rounded to nearest even, 8 elements per thread step; count8 = elements / 8 (x and out 16-byte
+// aligned).
+template <class T>
+__global__ void round_x_kernel(const float* x, T* out, int64_t count8) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count8; i += int64_t{gridDim.x} * blockDim.x) {
+    const float4 a = reinterpret_cast<const float4*>(x)[2 * i];
+    const float4 b = reinterpret_cast<const float4*>(x)[2 * i + 1];
+    uint4 packed;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      const __nv_bfloat162 h[4] = {__floats2bfloat162_rn(a.x, a.y), __floats2bfloat162_rn(a.z, a.w),
+                                   __floats2bfloat162_rn(b.x, b.y), __floats2bfloat162_rn(b.z, b.w)};
+      memcpy(&packed, h, 16);
+    } else {
+      const __half2 h[4] = {__floats2half2_rn(a.x, a.y), __floats2half2_rn(a.z, a.w), __floats2half2_rn(b.x, b.y),
+                            __floats2half2_rn(b.z, b.w)};
+      memcpy(&packed, h, 16);
+    }
+    reinterpret_cast<uint4*>(out)[i] = packed;
+  }
+}
+
+__global__ void add_bias_kernel(float* y, const void* bias, DType bias_dtype, int64_t rows, int64_t n) {
+  const int64_t total = rows * n;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x)
+    y[i] = __fadd_rn(y[i], bias_at(bias, bias_dtype, i % n));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Host side.
+
+bool is_float_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+bool aligned_16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+int64_t leading_rows(const Tensor& t) {  // product of all but the last dimension (0-safe, unlike rows_of)
+  int64_t r = 1;
+  for (int i = 0; i + 1 < t.rank; ++i) r *= t.shape[i];
+  return r;
+}
+bool ranges_overlap(const Tensor& a, const Tensor& b) {
+  if (a.data == nullptr || b.data == nullptr || a.bytes() == 0 || b.bytes() == 0) return false;
+  const auto a0 = reinterpret_cast<uintptr_t>(a.data), b0 = reinterpret_cast<uintptr_t>(b.data);
+  return a0 < b0 + b.bytes() && b0 < a0 + a.bytes();
+}
+
+struct MatmulShape {
+  int64_t rows, n, k;
+};
+
+// The entry checks of matmul and matmul_decode; aborts naming `op` on a broken precondition.
+MatmulShape check_operands(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
+  HELIUM_CUDA_REQUIRE(op, x.data != nullptr && w.data != nullptr && y.data != nullptr);
+  HELIUM_CUDA_REQUIRE(op, x.dtype == DType::F32 && y.dtype == DType::F32);
+  HELIUM_CUDA_REQUIRE(op, is_float_dtype(w.dtype));
+  HELIUM_CUDA_REQUIRE(op, w.rank == 2);
+  const int64_t n = w.dim(0), k = w.dim(1);
+  HELIUM_CUDA_REQUIRE(op, x.rank >= 1 && x.shape[x.rank - 1] == k);
+  HELIUM_CUDA_REQUIRE(op, y.rank >= 1 && y.shape[y.rank - 1] == n);
+  const int64_t rows = leading_rows(x);
+  HELIUM_CUDA_REQUIRE(op, leading_rows(y) == rows);
+  if (bias.data != nullptr) HELIUM_CUDA_REQUIRE(op, is_float_dtype(bias.dtype) && bias.rank == 1 && bias.dim(0) == n);
+  HELIUM_CUDA_REQUIRE(op, !ranges_overlap(y, x) && !ranges_overlap(y, w) && !ranges_overlap(y, bias));
+  HELIUM_CUDA_REQUIRE(op, (reinterpret_cast<uintptr_t>(x.data) & 3u) == 0 && (reinterpret_cast<uintptr_t>(y.data) & 3u) == 0);
+  HELIUM_CUDA_REQUIRE(op, (reinterpret_cast<uintptr_t>(w.data) % dtype_bytes(w.dtype)) == 0);
+  HELIUM_CUDA_REQUIRE(op, n < (int64_t{1} << 31) && k < (int64_t{1} << 31) && rows < (int64_t{1} << 31));
+  return {rows, n, k};
+}
+
+// (features_per_lane, rounds_in_flight) pairs with a kernel instance: 8 or 16 16-byte loads in flight
+// per lane (registers: 4 per load, twice over at most).
+struct LaneShape {
+  int features_per_lane, rounds_in_flight;
+};
+constexpr LaneShape kLaneShapes16[] = {{1, 8}, {2, 4}, {2, 8}, {4, 2}, {4, 4}};  // BF16, F16 w
+constexpr LaneShape kLaneShapes32[] = {{1, 4}, {2, 2}, {2, 4}, {4, 1}, {4, 2}};  // F32 w (2 loads per chunk)
+
+bool lane_shape_supported(int features_per_lane, int rounds_in_flight, DType w_dtype) {
+  const auto match = [&](const auto& table) {
+    for (const LaneShape& l : table)
+      if (l.features_per_lane == features_per_lane && l.rounds_in_flight == rounds_in_flight) return true;
+    return false;
+  };
+  return w_dtype == DType::F32 ? match(kLaneShapes32) : match(kLaneShapes16);
+}
+
+int row_tile_for(int64_t rows) { return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : kMaxRowTile; }
+
+using DecodeKernel = void (*)(DecodeParams);
+
+template <class WT, int RT>
+DecodeKernel pick_lane_shape(int features_per_lane, int rounds_in_flight) {
+  const int key = features_per_lane * 100 + rounds_in_flight;
+  if constexpr (std::is_same_v<WT, float>) {
+    switch (key) {
+      case 104: return matmul_decode_kernel<WT, RT, 1, 4>;
+      case 202: return matmul_decode_kernel<WT, RT, 2, 2>;
+      case 204: return matmul_decode_kernel<WT, RT, 2, 4>;
+      case 401: return matmul_decode_kernel<WT, RT, 4, 1>;
+      case 402: return matmul_decode_kernel<WT, RT, 4, 2>;
+    }
+  } else {
+    switch (key) {
+      case 108: return matmul_decode_kernel<WT, RT, 1, 8>;
+      case 204: return matmul_decode_kernel<WT, RT, 2, 4>;
+      case 208: return matmul_decode_kernel<WT, RT, 2, 8>;
+      case 402: return matmul_decode_kernel<WT, RT, 4, 2>;
+      case 404: return matmul_decode_kernel<WT, RT, 4, 4>;
+    }
+  }
+  return nullptr;
+}
+
+template <class WT>
+DecodeKernel pick_row_tile(int row_tile, int features_per_lane, int rounds_in_flight) {
+  switch (row_tile) {
+    case 1: return pick_lane_shape<WT, 1>(features_per_lane, rounds_in_flight);
+    case 2: return pick_lane_shape<WT, 2>(features_per_lane, rounds_in_flight);
+    case 4: return pick_lane_shape<WT, 4>(features_per_lane, rounds_in_flight);
+    case 8: return pick_lane_shape<WT, 8>(features_per_lane, rounds_in_flight);
+  }
+  return nullptr;
+}
+
+DecodeKernel pick_decode_kernel(DType w_dtype, int row_tile, const MatmulDecodeConfig& cfg) {
+  switch (w_dtype) {
+    case DType::BF16: return pick_row_tile<__nv_bfloat16>(row_tile, cfg.features_per_lane, cfg.rounds_in_flight);
+    case DType::F16: return pick_row_tile<__half>(row_tile, cfg.features_per_lane, cfg.rounds_in_flight);
+    default: return pick_row_tile<float>(row_tile, cfg.features_per_lane, cfg.rounds_in_flight);
+  }
+}
+
+bool decode_vector_loads_ok(const Tensor& x, const Tensor& w, int64_t k) {
+  return k % kChunk == 0 && aligned_16(x.data) && aligned_16(w.data);
+}
+
+void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                   const MatmulShape& shape, const MatmulDecodeConfig& cfg) {
+  HELIUM_CUDA_REQUIRE("matmul", matmul_decode_config_valid(cfg, w.dtype));
+  DecodeParams p{};
+  p.x = x.as<float>();
+  p.w = w.data;
+  p.bias = bias.data;
+  p.bias_dtype = bias.dtype;
+  p.y = y.as<float>();
+  p.rows = shape.rows;
+  p.n = shape.n;
+  p.k = shape.k;
+  p.feature_warps = cfg.feature_warps;
+  p.k_warps = cfg.k_warps;
+
+  if (!decode_vector_loads_ok(x, w, shape.k)) {
+    p.row_groups = shape.rows;
+    p.tile_rounds = 0;
+    const dim3 block(32 * cfg.k_warps);
+    for (int64_t r0 = 0; r0 < shape.rows; r0 += 65535) {  // gridDim.y limit
+      const dim3 grid(static_cast<unsigned>(shape.n), static_cast<unsigned>(std::min<int64_t>(65535, shape.rows - r0)));
+      switch (w.dtype) {
+        case DType::BF16: matmul_decode_unaligned_kernel<__nv_bfloat16><<<grid, block, 0, c.stream>>>(p, r0); break;
+        case DType::F16: matmul_decode_unaligned_kernel<__half><<<grid, block, 0, c.stream>>>(p, r0); break;
+        default: matmul_decode_unaligned_kernel<float><<<grid, block, 0, c.stream>>>(p, r0); break;
+      }
+      HELIUM_CUDA_CHECK(cudaGetLastError());
+    }
+    return;
+  }
+
+  const int row_tile = row_tile_for(shape.rows);
+  const int S = 32 * cfg.k_warps;
+  const int64_t nchunks = shape.k / kChunk;
+  const int64_t rounds = (nchunks + S - 1) / S;
+  const int64_t round_bytes = int64_t{row_tile} * S * kChunk * 4;  // one round of x for the block's rows
+  // Tiles of equal size (a whole number of rounds each) within the budget.
+  const int64_t max_tile_rounds = std::max<int64_t>(1, kXTileBudgetBytes / round_bytes);
+  const int64_t tiles = std::max<int64_t>(1, (rounds + max_tile_rounds - 1) / max_tile_rounds);
+  p.tile_rounds = static_cast<int>(std::max<int64_t>(1, (rounds + tiles - 1) / tiles));
+  p.row_groups = (shape.rows + row_tile - 1) / row_tile;
+  const int64_t features_per_block = int64_t{cfg.feature_warps} * cfg.features_per_lane;
+  const int64_t feature_blocks = (shape.n + features_per_block - 1) / features_per_block;
+  const int64_t blocks = p.row_groups * feature_blocks;
+  HELIUM_CUDA_REQUIRE("matmul", blocks < (int64_t{1} << 31));
+  const size_t smem = static_cast<size_t>(p.tile_rounds * round_bytes) +
+                      static_cast<size_t>(cfg.k_warps * cfg.feature_warps * 32) * sizeof(float);
+  const DecodeKernel kernel = pick_decode_kernel(w.dtype, row_tile, cfg);
+  HELIUM_CUDA_REQUIRE("matmul", kernel != nullptr);
+  if (smem > kDefaultSmemLimit)
+    HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  kernel<<<static_cast<unsigned>(blocks), 32 * cfg.feature_warps * cfg.k_warps, smem, c.stream>>>(p);
+  HELIUM_CUDA_CHECK(cudaGetLastError());
+}
+
+const MatmulDecodeConfig* find_tuned(const Context& c, int64_t n, int64_t k, DType w_dtype) {
+  if (c.matmul_decode_table == nullptr) return nullptr;
+  for (const MatmulDecodeShapeConfig& e : c.matmul_decode_table->entries)
+    if (e.n == n && e.k == k && e.w_dtype == w_dtype) return &e.config;
+  return nullptr;
+}
+
+// ---- cuBLASLt ----
+
+#define HELIUM_LT_CHECK(expr)                                                                              \
+  do {                                                                                                     \
+    cublasStatus_t helium_st_ = (expr);                                                                    \
+    if (helium_st_ != CUBLAS_STATUS_SUCCESS) {                                                             \
+      std::fprintf(stderr, "helium: cuda matmul: cuBLASLt error %d at %s:%d: %s\n", static_cast<int>(helium_st_), \
+                   __FILE__, __LINE__, #expr);                                                             \
+      std::abort();                                                                                        \
+    }                                                                                                      \
+  } while (0)
+
+uint32_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && (a % align) != 0) align >>= 1;
+  return align;
+}
+
+// y(rows, n) = b(rows, k) · a(n, k)ᵀ [+ bias] in cuBLASLt's column-major terms: D(n × rows) = Aᵀ · B with
+// A = w stored (k × n, ld k), B = x stored (k × rows, ld k), D = y stored (n × rows, ld n): the "TN" form,
+// k contiguous in both operands. Descriptors live in this object (the *Init calls allocate nothing), so
+// it must not be copied.
+class LtGemm {
+ public:
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+  LtGemm() = default;
+
+  // False when cuBLASLt has no algorithm for this problem (then nothing may be run).
+  bool plan(const Context& c, cudaDataType_t ab_type, int64_t rows, int64_t n, int64_t k, const void* a, const void* b,
+            float* d, const float* bias) {
+    HELIUM_LT_CHECK(cublasLtMatmulDescInit(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+    HELIUM_LT_CHECK(cublasLtMatmulDescSetAttribute(&desc_, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+    HELIUM_LT_CHECK(cublasLtMatmulDescSetAttribute(&desc_, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+    if (bias != nullptr) {
+      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;  // f32 bias: the type of D by default
+      HELIUM_LT_CHECK(cublasLtMatmulDescSetAttribute(&desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+      HELIUM_LT_CHECK(cublasLtMatmulDescSetAttribute(&desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    HELIUM_LT_CHECK(cublasLtMatrixLayoutInit(&a_, ab_type, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
+    HELIUM_LT_CHECK(cublasLtMatrixLayoutInit(&b_, ab_type, static_cast<uint64_t>(k), static_cast<uint64_t>(rows), k));
+    HELIUM_LT_CHECK(cublasLtMatrixLayoutInit(&d_, CUDA_R_32F, static_cast<uint64_t>(n), static_cast<uint64_t>(rows), n));
+
+    cublasLtMatmulPreferenceOpaque_t pref;
+    HELIUM_LT_CHECK(cublasLtMatmulPreferenceInit(&pref));
+    const uint64_t workspace = c.lt_workspace_bytes;
+    HELIUM_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                         sizeof(workspace)));
+    // The heuristic otherwise assumes 256-byte aligned operands and may pick kernels that need them.
+    const uint32_t align_a = alignment_of(a), align_b = alignment_of(b), align_d = alignment_of(d);
+    HELIUM_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                         sizeof(align_a)));
+    HELIUM_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                         sizeof(align_b)));
+    HELIUM_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                                         sizeof(align_d)));
+    HELIUM_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                                         sizeof(align_d)));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(c.lt, &desc_, &a_, &b_, &d_, &d_, &pref, 1, &result, &found);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) return false;
+    algo_ = result.algo;
+    return true;
+  }
+
+  void run(const Context& c, const void* a, const void* b, float* d) {
+    const float one = 1.0f, zero = 0.0f;
+    HELIUM_LT_CHECK(cublasLtMatmul(c.lt, &desc_, &one, a, &a_, b, &b_, &zero, d, &d_, d, &d_, &algo_, c.lt_workspace,
+                                   c.lt_workspace_bytes, c.stream));
+  }
+
+ private:
+  cublasLtMatmulDescOpaque_t desc_{};
+  cublasLtMatrixLayoutOpaque_t a_{}, b_{}, d_{};
+  cublasLtMatmulAlgo_t algo_{};
+};
+
+// The prefill plan for these operands: which x copy, which type, whether the bias rides in the epilogue.
+struct PrefillPlan {
+  cudaDataType_t ab_type;
+  const void* b;         // x or its rounded copy in matmul_scratch
+  bool bias_in_epilogue;
+};
+
+// True when the prefill path can run (then `gemm` is planned); false sends the call to the decode kernel.
+bool plan_prefill(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                  const MatmulShape& s, LtGemm& gemm, PrefillPlan& plan) {
+  if (s.rows <= kMaxDecodeRows || s.k % kChunk != 0 || s.k == 0 || c.lt == nullptr) return false;
+  if (!aligned_16(x.data) || !aligned_16(w.data)) return false;
+  if (w.dtype == DType::F32) {
+    plan.ab_type = CUDA_R_32F;
+    plan.b = x.data;
+  } else {
+    const size_t scratch = static_cast<size_t>(s.rows) * static_cast<size_t>(s.k) * 2;
+    HELIUM_CUDA_REQUIRE("matmul", c.matmul_scratch != nullptr && c.matmul_scratch_bytes >= scratch);
+    HELIUM_CUDA_REQUIRE("matmul", aligned_16(c.matmul_scratch));
+    plan.ab_type = w.dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    plan.b = c.matmul_scratch;
+  }
+  const bool f32_bias = bias.data != nullptr && bias.dtype == DType::F32;
+  plan.bias_in_epilogue = f32_bias && gemm.plan(c, plan.ab_type, s.rows, s.n, s.k, w.data, plan.b, y.as<float>(),
+                                                static_cast<const float*>(bias.data));
+  if (plan.bias_in_epilogue) return true;
+  return gemm.plan(c, plan.ab_type, s.rows, s.n, s.k, w.data, plan.b, y.as<float>(), nullptr);
+}
+
+void run_prefill(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                 const MatmulShape& s, LtGemm& gemm, const PrefillPlan& plan) {
+  const int sm_count = c.sm_count > 0 ? c.sm_count : 132;
+  if (w.dtype != DType::F32) {
+    const int64_t count8 = s.rows * s.k / kChunk;
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count8 + 255) / 256, int64_t{sm_count} * 8));
+    if (w.dtype == DType::BF16)
+      round_x_kernel<<<blocks, 256, 0, c.stream>>>(x.as<float>(), static_cast<__nv_bfloat16*>(c.matmul_scratch), count8);
+    else
+      round_x_kernel<<<blocks, 256, 0, c.stream>>>(x.as<float>(), static_cast<__half*>(c.matmul_scratch), count8);
+    HELIUM_CUDA_CHECK(cudaGetLastError());
+  }
+  gemm.run(c, w.data, plan.b, y.as<float>());
+  if (bias.data != nullptr && !plan.bias_in_epilogue) {
+    const int64_t total = s.rows * s.n;
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, int64_t{sm_count} * 8));
+    add_bias_kernel<<<blocks, 256, 0, c.stream>>>(y.as<float>(), bias.data, bias.dtype, s.rows, s.n);
+    HELIUM_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+}  // namespace
+
+bool operator==(const MatmulDecodeConfig& a, const MatmulDecodeConfig& b) {
+  return a.features_per_lane == b.features_per_lane && a.rounds_in_flight == b.rounds_in_flight &&
+         a.feature_warps == b.feature_warps && a.k_warps == b.k_warps;
+}
+
+size_t matmul_scratch_bytes(int max_rows, int64_t max_k) {
+  if (max_rows <= kMaxDecodeRows) return 0;
+  const size_t bytes = static_cast<size_t>(max_rows) * static_cast<size_t>(max_k) * 2;
+  return (bytes + 255) / 256 * 256;
+}
+
+bool matmul_decode_config_valid(const MatmulDecodeConfig& cfg, DType w_dtype) {
+  const auto pow2_upto = [](int v, int max) { return v >= 1 && v <= max && (v & (v - 1)) == 0; };
+  return is_float_dtype(w_dtype) && lane_shape_supported(cfg.features_per_lane, cfg.rounds_in_flight, w_dtype) &&
+         pow2_upto(cfg.feature_warps, kMaxBlockWarps) && pow2_upto(cfg.k_warps, kMaxKWarps) &&
+         cfg.feature_warps * cfg.k_warps <= kMaxBlockWarps;
+}
+
+// Enough warps in flight for a decode: about 2000 on a 132-SM H200 (15 per SM, each lane 8 loads of 16
+// bytes ahead, ~60 KB in flight per SM against the ~30 KB that the HBM's bandwidth-latency product asks).
+// n alone gives that from n = 4096 features at 2 per lane; smaller n splits k over 2 or 4 warps (while
+// each slice keeps at least 2 rounds). Blocks of 8 warps: every block stages its rows of x once, so more
+// features per block means less x traffic through L2 (at 16 features and k = 4096 that is 1/8 of the w
+// bytes). A function of the shape only (no device property): the default order is the same everywhere.
+// Untimed guesses; the candidates' timings (bench/cuda/matmul_bench) are what should replace them.
+MatmulDecodeConfig matmul_decode_default_config(int64_t n, int64_t k, DType w_dtype) {
+  MatmulDecodeConfig cfg;
+  cfg.k_warps = n >= 4096 ? 1 : n >= 2048 ? 2 : 4;
+  while (cfg.k_warps > 1 && k / kChunk < int64_t{64} * cfg.k_warps) cfg.k_warps /= 2;
+  cfg.feature_warps = kMaxBlockWarps / cfg.k_warps;
+  cfg.features_per_lane = cfg.k_warps == 4 ? 4 : 2;
+  const int loads_per_chunk = w_dtype == DType::F32 ? 2 : 1;
+  cfg.rounds_in_flight = 8 / (cfg.features_per_lane * loads_per_chunk);
+  return cfg;
+}
+
+std::vector<MatmulDecodeConfig> matmul_decode_candidates(int64_t n, int64_t k, DType w_dtype) {
+  std::vector<MatmulDecodeConfig> out;
+  const MatmulDecodeConfig fallback = matmul_decode_default_config(n, k, w_dtype);
+  out.push_back(fallback);
+  const auto& shapes = w_dtype == DType::F32 ? kLaneShapes32 : kLaneShapes16;
+  for (const LaneShape& l : shapes)
+    for (int k_warps : {1, 2, 4}) {
+      if (k_warps > 1 && k / kChunk < int64_t{64} * k_warps) continue;  // fewer than 2 rounds per slice
+      for (int feature_warps : {1, 2, 4, 8}) {
+        if (feature_warps * k_warps > kMaxBlockWarps || feature_warps * k_warps < 2) continue;
+        if (int64_t{feature_warps} * l.features_per_lane > std::max<int64_t>(n, 1) * 2) continue;  // idle warps
+        const MatmulDecodeConfig cfg{l.features_per_lane, l.rounds_in_flight, feature_warps, k_warps};
+        if (!(cfg == fallback)) out.push_back(cfg);
+      }
+    }
+  return out;
+}
+
+void matmul_decode(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                   const MatmulDecodeConfig& config) {
+  const MatmulShape shape = check_operands("matmul_decode", x, w, bias, y);
+  HELIUM_CUDA_REQUIRE("matmul_decode", matmul_decode_config_valid(config, w.dtype));
+  if (shape.rows == 0 || shape.n == 0) return;
+  launch_decode(c, x, w, bias, y, shape, config);
+}
+
+const char* matmul_path(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
+  const MatmulShape shape = check_operands("matmul_path", x, w, bias, y);
+  LtGemm gemm;
+  PrefillPlan plan{};
+  if (shape.rows > 0 && shape.n > 0 && plan_prefill(c, x, w, bias, y, shape, gemm, plan)) return "cublaslt";
+  return decode_vector_loads_ok(x, w, shape.k) ? "decode" : "decode-unaligned";
+}
+
+void matmul(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
+  const MatmulShape shape = check_operands("matmul", x, w, bias, y);
+  if (shape.rows == 0 || shape.n == 0) return;
+  LtGemm gemm;
+  PrefillPlan plan{};
+  if (plan_prefill(c, x, w, bias, y, shape, gemm, plan)) {
+    run_prefill(c, x, w, bias, y, shape, gemm, plan);
+    return;
+  }
+  const MatmulDecodeConfig* tuned = find_tuned(c, shape.n, shape.k, w.dtype);
+  launch_decode(c, x, w, bias, y, shape,
+                tuned != nullptr ? *tuned : matmul_decode_default_config(shape.n, shape.k, w.dtype));
+}
+
+}  // namespace helium::cuda

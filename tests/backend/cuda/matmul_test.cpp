@@ -1,0 +1,604 @@
+// tests/backend/cuda/matmul_test.cpp — the CUDA matmul (src/backend/cuda/matmul.cu) against a
+// double-precision host reference over odd shapes, for BF16/F16/F32 weights, on both paths (decode:
+// rows <= kMaxDecodeRows; prefill: cuBLASLt), and bitwise batch invariance of the decode path for every
+// candidate configuration. Every test skips on a machine without a CUDA device.
+//
+// Three kinds of check, each able to fail:
+// - exact: small-integer x and w make every product and partial sum an integer below 2^24, so any
+//   summation order is exact and y must equal the reference exactly; a wrong, missing or doubled term
+//   shows at once, whatever k is.
+// - bounded: real-valued random data against the rounding-error bound of the path (stated per path
+//   below) elementwise, and against a normwise figure that catches a lost precision (e.g. x rounded to
+//   BF16 on the decode path) that the worst-case bound would let through.
+// - bitwise: row i of an R-row call has the bits of row i computed alone (memcmp), R = 1..64.
+// Outputs are poisoned with NaN bits before every call, and NaN never passes a check.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_ops.cuh"
+#include "core/dtype.h"
+
+namespace helium::test {
+namespace {
+
+using cuda::MatmulDecodeConfig;
+
+constexpr double kF32Unit = 1.0 / (1 << 24);  // unit roundoff of f32 (round to nearest)
+
+// Infrastructure failures (allocation, copies) are not what is under test: stop with the call named.
+#define TEST_CUDA(expr)                                                                               \
+  do {                                                                                                \
+    cudaError_t err_ = (expr);                                                                        \
+    if (err_ != cudaSuccess) {                                                                        \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
+      std::abort();                                                                                   \
+    }                                                                                                 \
+  } while (0)
+
+bool have_gpu() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t bytes) : bytes_(bytes) { TEST_CUDA(cudaMalloc(&data_, std::max<size_t>(bytes, 256))); }
+  ~DeviceArray() { cudaFree(data_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  void* get() const { return data_; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  size_t bytes() const { return bytes_; }
+  void upload(const void* host, size_t bytes, size_t offset = 0) {
+    TEST_CUDA(cudaMemcpy(static_cast<char*>(data_) + offset, host, bytes, cudaMemcpyHostToDevice));
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_;
+};
+
+// What the launchers need, made the way CudaBackend makes it.
+class GpuContext {
+ public:
+  GpuContext(int max_rows, int64_t max_k)
+      : workspace_(size_t{32} << 20), scratch_(std::max<size_t>(cuda::matmul_scratch_bytes(max_rows, max_k), 256)) {
+    TEST_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
+    if (cublasLtCreate(&ctx.lt) != CUBLAS_STATUS_SUCCESS) {
+      std::fprintf(stderr, "cublasLtCreate failed\n");
+      std::abort();
+    }
+    cudaDeviceProp prop{};
+    TEST_CUDA(cudaGetDeviceProperties(&prop, 0));
+    ctx.sm_count = prop.multiProcessorCount;
+    ctx.lt_workspace = workspace_.get();
+    ctx.lt_workspace_bytes = workspace_.bytes();
+    ctx.matmul_scratch = scratch_.get();
+    ctx.matmul_scratch_bytes = scratch_.bytes();
+    ctx.max_rows = max_rows;
+  }
+  ~GpuContext() {
+    cublasLtDestroy(ctx.lt);
+    cudaStreamDestroy(ctx.stream);
+  }
+  GpuContext(const GpuContext&) = delete;
+  GpuContext& operator=(const GpuContext&) = delete;
+  void sync() const { TEST_CUDA(cudaStreamSynchronize(ctx.stream)); }
+
+  cuda::Context ctx;
+
+ private:
+  DeviceArray workspace_, scratch_;
+};
+
+// Weights as stored (bytes in `dtype`) and as the kernels see them (exactly widened f32 values).
+struct HostWeights {
+  DType dtype;
+  std::vector<float> values;
+  std::vector<uint8_t> bytes;
+};
+
+HostWeights make_weights(DType dtype, const std::vector<float>& v) {
+  HostWeights w{dtype, std::vector<float>(v.size()), std::vector<uint8_t>(v.size() * dtype_bytes(dtype))};
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dtype == DType::BF16) {
+      const uint16_t h = f32_to_bf16(v[i]);
+      std::memcpy(&w.bytes[2 * i], &h, 2);
+      w.values[i] = bf16_to_f32(h);
+    } else if (dtype == DType::F16) {
+      const uint16_t h = f32_to_f16(v[i]);
+      std::memcpy(&w.bytes[2 * i], &h, 2);
+      w.values[i] = f16_to_f32(h);
+    } else {
+      std::memcpy(&w.bytes[4 * i], &v[i], 4);
+      w.values[i] = v[i];
+    }
+  }
+  return w;
+}
+
+std::vector<float> random_reals(std::mt19937& rng, size_t count, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(count);
+  for (float& f : v) f = d(rng);
+  return v;
+}
+
+std::vector<float> random_integers(std::mt19937& rng, size_t count, int max_abs) {
+  std::uniform_int_distribution<int> d(-max_abs, max_abs);
+  std::vector<float> v(count);
+  for (float& f : v) f = static_cast<float>(d(rng));
+  return v;
+}
+
+struct Reference {
+  double exact;      // Σ x_i w_i + bias, in double
+  double magnitude;  // Σ |x_i w_i| + |bias|
+};
+
+// A problem on the device: x (max_rows, k) F32, w (n, k), optional bias (n), y (max_rows, n) F32.
+struct Problem {
+  int64_t max_rows, n, k;
+  std::vector<float> x;
+  HostWeights w;
+  bool has_bias = false;
+  HostWeights bias;
+  DeviceArray dx, dw, dbias, dy;
+
+  Problem(int64_t max_rows_, int64_t n_, int64_t k_, std::vector<float> x_, HostWeights w_, const HostWeights* bias_)
+      : max_rows(max_rows_),
+        n(n_),
+        k(k_),
+        x(std::move(x_)),
+        w(std::move(w_)),
+        has_bias(bias_ != nullptr),
+        bias(bias_ ? *bias_ : HostWeights{DType::F32, {}, {}}),
+        dx(x.size() * 4),
+        dw(w.bytes.size()),
+        dbias(bias.bytes.size()),
+        dy(static_cast<size_t>(max_rows_ * n_) * 4) {
+    dx.upload(x.data(), x.size() * 4);
+    dw.upload(w.bytes.data(), w.bytes.size());
+    if (has_bias) dbias.upload(bias.bytes.data(), bias.bytes.size());
+  }
+
+  Tensor x_rows(int64_t row0, int64_t rows) const { return Tensor(dx.as<float>() + row0 * k, DType::F32, {rows, k}); }
+  Tensor w_tensor() const { return Tensor(dw.get(), w.dtype, {n, k}); }
+  Tensor bias_tensor() const { return has_bias ? Tensor(dbias.get(), bias.dtype, {n}) : Tensor(); }
+  Tensor y_rows(int64_t row0, int64_t rows) const { return Tensor(dy.as<float>() + row0 * n, DType::F32, {rows, n}); }
+
+  void poison_y(const GpuContext& g) const { TEST_CUDA(cudaMemsetAsync(dy.get(), 0xff, dy.bytes(), g.ctx.stream)); }
+  std::vector<float> download_y(const GpuContext& g, int64_t rows) const {
+    g.sync();
+    std::vector<float> y(static_cast<size_t>(rows * n));
+    TEST_CUDA(cudaMemcpy(y.data(), dy.get(), y.size() * 4, cudaMemcpyDeviceToHost));
+    return y;
+  }
+  // y = x[0, rows) · wᵀ (+ bias) through the op entry, downloaded.
+  std::vector<float> run(const GpuContext& g, int64_t rows) const {
+    poison_y(g);
+    cuda::matmul(g.ctx, x_rows(0, rows), w_tensor(), bias_tensor(), y_rows(0, rows));
+    TEST_CUDA(cudaGetLastError());
+    return download_y(g, rows);
+  }
+  std::vector<float> run_decode(const GpuContext& g, int64_t rows, const MatmulDecodeConfig& cfg) const {
+    poison_y(g);
+    cuda::matmul_decode(g.ctx, x_rows(0, rows), w_tensor(), bias_tensor(), y_rows(0, rows), cfg);
+    TEST_CUDA(cudaGetLastError());
+    return download_y(g, rows);
+  }
+  std::string path(const GpuContext& g, int64_t rows) const {
+    return cuda::matmul_path(g.ctx, x_rows(0, rows), w_tensor(), bias_tensor(), y_rows(0, rows));
+  }
+
+  // The reference of one row (every feature), computed once per problem.
+  const std::vector<Reference>& reference_row(int64_t row) const {
+    auto it = references_.find(row);
+    if (it != references_.end()) return it->second;
+    std::vector<Reference> refs(static_cast<size_t>(n));
+    const float* xr = &x[static_cast<size_t>(row * k)];
+    for (int64_t j = 0; j < n; ++j) {
+      const float* wr = &w.values[static_cast<size_t>(j * k)];
+      double exact = 0.0, magnitude = 0.0;
+      for (int64_t i = 0; i < k; ++i) {
+        const double t = static_cast<double>(xr[i]) * wr[i];
+        exact += t;
+        magnitude += std::fabs(t);
+      }
+      if (has_bias) {
+        exact += bias.values[static_cast<size_t>(j)];
+        magnitude += std::fabs(bias.values[static_cast<size_t>(j)]);
+      }
+      refs[static_cast<size_t>(j)] = {exact, magnitude};
+    }
+    return references_.emplace(row, std::move(refs)).first->second;
+  }
+
+ private:
+  mutable std::map<int64_t, std::vector<Reference>> references_;
+};
+
+// Longest chain of f32 roundings behind one decode output: 8 fmas per round of chunks in the
+// slowest slice (at least 32 slices), 5 butterfly adds, 2 k-warp adds, 1 bias add.
+int64_t decode_rounding_depth(int64_t k) { return 8 * ((k + 8 * 32 - 1) / (8 * 32)) + 8; }
+
+// Error model of a path: |y - exact| <= (x_unit + depth · acc_unit) · magnitude elementwise (a worst-case
+// bound, first order, with 1% slack), and ||y - exact|| / ||exact|| <= normwise.
+struct Tolerance {
+  double x_unit;    // relative rounding of x before the products (0: f32 x)
+  double acc_unit;  // per rounding of the accumulation
+  int64_t depth;
+  double normwise;
+};
+
+// Decode path: f32 x, f32 fma chains of decode_rounding_depth. The normwise figure: about 5e-7 is expected
+// at k = 12288 for random signs (u·sqrt of the chain, over sqrt(k) of the sum); a BF16-rounded x would
+// give 1e-3.
+Tolerance decode_tolerance(int64_t k) { return {0.0, kF32Unit, decode_rounding_depth(k), 8e-6}; }
+
+// Prefill path: x rounded to BF16 (unit 2^-8) or F16 (2^-11) for 16-bit w, none for F32 w; the tensor
+// cores' or cuBLAS's f32 accumulation order is unknown, so the bound takes the any-order depth k + 2 with
+// a unit of 2^-23 (tensor cores may truncate instead of rounding). Normwise: random rounding of x gives
+// about unit/sqrt(3) (1.1e-3 for BF16, 1.4e-4 for F16); the figures leave a margin of 3.5.
+Tolerance prefill_tolerance(DType w_dtype, int64_t k) {
+  switch (w_dtype) {
+    case DType::BF16: return {1.0 / 256, 2.0 * kF32Unit, k + 2, 4e-3};
+    case DType::F16: return {1.0 / 2048, 2.0 * kF32Unit, k + 2, 5e-4};
+    default: return {0.0, 2.0 * kF32Unit, k + 2, 8e-6};
+  }
+}
+
+std::string describe(const Problem& p, int64_t rows, const std::string& path) {
+  std::ostringstream s;
+  s << dtype_name(p.w.dtype) << " w (n " << p.n << ", k " << p.k << "), rows " << rows << ", path " << path
+    << (p.has_bias ? std::string(", bias ") + std::string(dtype_name(p.bias.dtype)) : std::string());
+  return s.str();
+}
+
+// Checks rows `check_rows` (those < rows) of y against the reference with tolerance `t` (exact when null).
+::testing::AssertionResult check_against_reference(const Problem& p, int64_t rows, const std::vector<float>& y,
+                                                   const std::vector<int64_t>& check_rows, const Tolerance* t,
+                                                   const std::string& what) {
+  double err2 = 0.0, ref2 = 0.0;
+  int64_t compared = 0;
+  for (int64_t r : check_rows) {
+    if (r >= rows) continue;
+    const std::vector<Reference>& refs = p.reference_row(r);
+    for (int64_t j = 0; j < p.n; ++j) {
+      const Reference& ref = refs[static_cast<size_t>(j)];
+      const float got = y[static_cast<size_t>(r * p.n + j)];
+      const double err = std::fabs(static_cast<double>(got) - ref.exact);
+      const double bound = t ? (t->x_unit + static_cast<double>(t->depth) * t->acc_unit) * ref.magnitude * 1.01 : 0.0;
+      if (!(err <= bound)) {  // NaN fails
+        return ::testing::AssertionFailure()
+               << what << ": row " << r << " feature " << j << ": got " << got << ", exact " << ref.exact
+               << ", error " << err << " > bound " << bound << " (sum |x w| " << ref.magnitude << ")";
+      }
+      err2 += err * err;
+      ref2 += ref.exact * ref.exact;
+      ++compared;
+    }
+  }
+  // The normwise figure is a statistic: only over enough outputs that it cannot fail by chance.
+  if (t != nullptr && ref2 > 0.0 && compared >= 256) {
+    const double normwise = std::sqrt(err2 / ref2);
+    if (!(normwise <= t->normwise))
+      return ::testing::AssertionFailure() << what << ": normwise relative error " << normwise << " > " << t->normwise;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+bool same_bits(const float* a, const float* b, int64_t count, int64_t* first_diff) {
+  for (int64_t i = 0; i < count; ++i)
+    if (std::memcmp(&a[i], &b[i], 4) != 0) {
+      *first_diff = i;
+      return false;
+    }
+  return true;
+}
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+std::string config_string(const MatmulDecodeConfig& c) {
+  std::ostringstream s;
+  s << "{features_per_lane " << c.features_per_lane << ", rounds_in_flight " << c.rounds_in_flight
+    << ", feature_warps " << c.feature_warps << ", k_warps " << c.k_warps << "}";
+  return s.str();
+}
+
+class CudaMatmulTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// Row counts of one problem: the decode range's edges (row tiles 1, 2, 4, 8 and several row groups) and
+// a few rows past it (prefill when k % 8 == 0, else the decode kernel).
+const std::vector<int64_t> kRowCounts = {1, 2, 3, 4, 5, 8, 9, 16, 33, 64, 65, 67};
+// Rows whose outputs are compared with the reference (all of them would cost minutes at n = 4096,
+// k = 12288; the bitwise test below ties every other row of the decode path to these).
+const std::vector<int64_t> kCheckedRows = {0, 1, 2, 4, 7, 8, 32, 63, 64, 66};
+
+TEST_F(CudaMatmulTest, MatchesDoubleReferenceOverOddShapes) {
+  GpuContext g(67, 12288);
+  std::mt19937 rng(11);
+  const int64_t max_rows = 67;
+  for (DType dtype : {DType::BF16, DType::F16, DType::F32}) {
+    for (int64_t k : {1, 7, 64, 100, 4096, 12288}) {
+      for (int64_t n : {1, 3, 129, 4096}) {
+        Problem p(max_rows, n, k, random_reals(rng, static_cast<size_t>(max_rows * k)),
+                  make_weights(dtype, random_reals(rng, static_cast<size_t>(n * k))), nullptr);
+        for (int64_t rows : kRowCounts) {
+          const std::string path = p.path(g, rows);
+          const Tolerance t = path == "cublaslt" ? prefill_tolerance(dtype, k) : decode_tolerance(k);
+          const std::vector<float> y = p.run(g, rows);
+          ASSERT_TRUE(check_against_reference(p, rows, y, kCheckedRows, &t, describe(p, rows, path)));
+        }
+      }
+    }
+  }
+}
+
+// Every product and partial sum is an integer of at most 12288 · 16 < 2^24: exact in any order.
+TEST_F(CudaMatmulTest, ExactOnIntegersDecode) {
+  GpuContext g(64, 12288);
+  std::mt19937 rng(12);
+  for (DType dtype : {DType::BF16, DType::F16, DType::F32}) {
+    for (int64_t k : {7, 100, 4096, 4104, 12288}) {
+      for (int64_t n : {3, 129, 1000}) {
+        Problem p(64, n, k, random_integers(rng, static_cast<size_t>(64 * k), 4),
+                  make_weights(dtype, random_integers(rng, static_cast<size_t>(n * k), 4)), nullptr);
+        for (int64_t rows : {1, 3, 8, 64}) {
+          const std::vector<float> y = p.run(g, rows);
+          ASSERT_TRUE(check_against_reference(p, rows, y, {0, 1, 2, 5, 63}, nullptr, describe(p, rows, p.path(g, rows))));
+        }
+      }
+    }
+  }
+}
+
+// The same through cuBLASLt, which must be the path taken for these aligned shapes. Values in [-2, 2]
+// keep sums below 2^14, exact even with a narrow accumulator inside the tensor cores.
+TEST_F(CudaMatmulTest, ExactOnIntegersPrefill) {
+  GpuContext g(300, 4096);
+  std::mt19937 rng(13);
+  for (DType dtype : {DType::BF16, DType::F16, DType::F32}) {
+    for (int64_t k : {64, 4096}) {
+      for (int64_t n : {64, 1000, 4096}) {
+        Problem p(300, n, k, random_integers(rng, static_cast<size_t>(300 * k), 2),
+                  make_weights(dtype, random_integers(rng, static_cast<size_t>(n * k), 2)), nullptr);
+        for (int64_t rows : {65, 300}) {
+          const std::string path = p.path(g, rows);
+          if (n % 8 == 0) {
+            ASSERT_EQ(path, "cublaslt") << describe(p, rows, path);
+          }
+          const std::vector<float> y = p.run(g, rows);
+          ASSERT_TRUE(check_against_reference(p, rows, y, {0, 1, 64, rows - 1}, nullptr, describe(p, rows, path)));
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaMatmulTest, BiasInEveryDtypeOnBothPaths) {
+  GpuContext g(200, 4096);
+  std::mt19937 rng(14);
+  for (DType w_dtype : {DType::BF16, DType::F32}) {
+    for (DType bias_dtype : {DType::F32, DType::F16, DType::BF16}) {
+      for (int64_t k : {100, 4096}) {
+        const int64_t n = 129;
+        const HostWeights bias = make_weights(bias_dtype, random_reals(rng, static_cast<size_t>(n), -4.0f, 4.0f));
+        Problem p(200, n, k, random_reals(rng, static_cast<size_t>(200 * k)),
+                  make_weights(w_dtype, random_reals(rng, static_cast<size_t>(n * k))), &bias);
+        for (int64_t rows : {1, 7, 64, 200}) {
+          const std::string path = p.path(g, rows);
+          const Tolerance t = path == "cublaslt" ? prefill_tolerance(w_dtype, k) : decode_tolerance(k);
+          const std::vector<float> y = p.run(g, rows);
+          ASSERT_TRUE(check_against_reference(p, rows, y, {0, 6, 63, 199}, &t, describe(p, rows, path)));
+        }
+      }
+    }
+  }
+}
+
+// Invariant 2: row i of every R-row call (R = 1..64) has the bits of row i computed alone.
+::testing::AssertionResult check_batch_invariance(const GpuContext& g, const Problem& p,
+                                                  const MatmulDecodeConfig* cfg, const std::vector<int64_t>& row_counts,
+                                                  const std::string& what) {
+  const int64_t rows_max = 64;
+  std::vector<float> alone(static_cast<size_t>(rows_max * p.n));
+  for (int64_t i = 0; i < rows_max; ++i) {
+    p.poison_y(g);
+    if (cfg)
+      cuda::matmul_decode(g.ctx, p.x_rows(i, 1), p.w_tensor(), p.bias_tensor(), p.y_rows(0, 1), *cfg);
+    else
+      cuda::matmul(g.ctx, p.x_rows(i, 1), p.w_tensor(), p.bias_tensor(), p.y_rows(0, 1));
+    const std::vector<float> y = p.download_y(g, 1);
+    for (int64_t j = 0; j < p.n; ++j)
+      if (!std::isfinite(y[static_cast<size_t>(j)]))
+        return ::testing::AssertionFailure() << what << ": row " << i << " alone: feature " << j << " is " << y[j];
+    std::copy(y.begin(), y.end(), alone.begin() + i * p.n);
+  }
+  for (int64_t rows : row_counts) {
+    const std::vector<float> y = cfg ? p.run_decode(g, rows, *cfg) : p.run(g, rows);
+    for (int64_t i = 0; i < rows; ++i) {
+      int64_t j = 0;
+      if (!same_bits(&y[static_cast<size_t>(i * p.n)], &alone[static_cast<size_t>(i * p.n)], p.n, &j)) {
+        const float a = y[static_cast<size_t>(i * p.n + j)], b = alone[static_cast<size_t>(i * p.n + j)];
+        char bits[64];
+        std::snprintf(bits, sizeof bits, "0x%08x vs 0x%08x", bits_of(a), bits_of(b));
+        return ::testing::AssertionFailure()
+               << what << ": in a " << rows << "-row call, row " << i << " feature " << j << " is " << a
+               << " but alone it is " << b << " (" << bits << ")";
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<int64_t> all_decode_row_counts() {
+  std::vector<int64_t> r;
+  for (int64_t i = 1; i <= kMaxDecodeRows; ++i) r.push_back(i);
+  return r;
+}
+
+TEST_F(CudaMatmulTest, DecodeRowsAreBitwiseBatchInvariant) {
+  struct Shape {
+    int64_t n, k;
+    DType dtype;
+    bool bias;
+  };
+  // The default configuration's k_warps is 1 for n >= 4096, 2 for n >= 2048, 4 below (matmul.cu), so
+  // these cover every reduction tree, several x tiles (k = 12288 at 8 rows), partial rounds (k = 4104),
+  // partial feature blocks (n = 1000, 129) and the unaligned kernel (k = 7, 100 with F16).
+  const std::vector<Shape> shapes = {
+      {4096, 4096, DType::BF16, false}, {1024, 4096, DType::BF16, true}, {2048, 4104, DType::F16, false},
+      {1000, 12288, DType::BF16, false}, {129, 4096, DType::F32, true}, {129, 100, DType::F16, false},
+      {3, 7, DType::BF16, true},       {32000, 4096, DType::BF16, false},
+  };
+  GpuContext g(64, 12288);
+  std::mt19937 rng(15);
+  for (const Shape& s : shapes) {
+    const HostWeights bias = make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(s.n)));
+    Problem p(64, s.n, s.k, random_reals(rng, static_cast<size_t>(64 * s.k)),
+              make_weights(s.dtype, random_reals(rng, static_cast<size_t>(s.n * s.k))), s.bias ? &bias : nullptr);
+    ASSERT_TRUE(check_batch_invariance(g, p, nullptr, all_decode_row_counts(), describe(p, 64, p.path(g, 64))));
+  }
+}
+
+// Every candidate configuration (each kernel instance: weight type × row tile × lane shape, and every
+// (feature_warps, k_warps)) is exact on integers and batch-invariant on real data.
+TEST_F(CudaMatmulTest, EveryCandidateConfigurationIsExactAndInvariant) {
+  GpuContext g(64, 4104);
+  std::mt19937 rng(16);
+  const std::vector<int64_t> rows_to_check = {1, 2, 3, 4, 5, 8, 9, 17, 64};
+  for (DType dtype : {DType::BF16, DType::F16, DType::F32}) {
+    const int64_t n = 1000, k = 4104;  // a partial feature block and a partial round for every config
+    Problem exact(64, n, k, random_integers(rng, static_cast<size_t>(64 * k), 4),
+                  make_weights(dtype, random_integers(rng, static_cast<size_t>(n * k), 4)), nullptr);
+    Problem real(64, n, k, random_reals(rng, static_cast<size_t>(64 * k)),
+                 make_weights(dtype, random_reals(rng, static_cast<size_t>(n * k))), nullptr);
+    const std::vector<MatmulDecodeConfig> candidates = cuda::matmul_decode_candidates(n, k, dtype);
+    ASSERT_GE(candidates.size(), 10u);
+    ASSERT_EQ(candidates.front(), cuda::matmul_decode_default_config(n, k, dtype));
+    for (const MatmulDecodeConfig& cfg : candidates) {
+      ASSERT_TRUE(cuda::matmul_decode_config_valid(cfg, dtype));
+      const std::string what = std::string(dtype_name(dtype)) + " config " + config_string(cfg);
+      for (int64_t rows : rows_to_check) {
+        const std::vector<float> y = exact.run_decode(g, rows, cfg);
+        ASSERT_TRUE(check_against_reference(exact, rows, y, {0, 1, 2, 7, 8, 63}, nullptr,
+                                            what + " rows " + std::to_string(rows)));
+      }
+      ASSERT_TRUE(check_batch_invariance(g, real, &cfg, rows_to_check, what));
+    }
+  }
+}
+
+// A misaligned view of x (4 bytes off 16) goes to the scalar-load kernel, which must produce the bits of
+// the vector kernel: the order is the shape's, not the kernel's.
+TEST_F(CudaMatmulTest, UnalignedOperandsGiveTheSameBits) {
+  GpuContext g(64, 4096);
+  std::mt19937 rng(17);
+  for (int64_t n : {4096, 2048, 1024}) {  // k_warps 1, 2, 4 by default
+    const int64_t k = 4096, rows = 5;
+    Problem p(rows, n, k, random_reals(rng, static_cast<size_t>(rows * k)),
+              make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(n * k))), nullptr);
+    ASSERT_EQ(p.path(g, rows), "decode");
+    const std::vector<float> aligned = p.run(g, rows);
+
+    DeviceArray shifted(static_cast<size_t>(rows * k + 1) * 4);
+    shifted.upload(p.x.data(), p.x.size() * 4, 4);
+    const Tensor x_view(shifted.as<float>() + 1, DType::F32, {rows, k});
+    ASSERT_STREQ(cuda::matmul_path(g.ctx, x_view, p.w_tensor(), Tensor(), p.y_rows(0, rows)), "decode-unaligned");
+    p.poison_y(g);
+    cuda::matmul(g.ctx, x_view, p.w_tensor(), Tensor(), p.y_rows(0, rows));
+    const std::vector<float> unaligned = p.download_y(g, rows);
+    int64_t i = 0;
+    ASSERT_TRUE(same_bits(aligned.data(), unaligned.data(), rows * n, &i))
+        << "n " << n << ": element " << i << ": vector kernel " << aligned[i] << ", scalar kernel " << unaligned[i];
+  }
+}
+
+TEST_F(CudaMatmulTest, TunedTableEntryIsUsed) {
+  GpuContext g(8, 4096);
+  std::mt19937 rng(18);
+  const int64_t n = 1024, k = 4096;
+  Problem p(8, n, k, random_reals(rng, static_cast<size_t>(8 * k)),
+            make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(n * k))), nullptr);
+  const MatmulDecodeConfig tuned{4, 2, 2, 1};
+  ASSERT_TRUE(cuda::matmul_decode_config_valid(tuned, DType::BF16));
+  const std::vector<float> expected = p.run_decode(g, 8, tuned);
+  cuda::MatmulDecodeTable table;
+  table.entries.push_back({n, k, DType::BF16, tuned});
+  g.ctx.matmul_decode_table = &table;
+  const std::vector<float> y = p.run(g, 8);
+  g.ctx.matmul_decode_table = nullptr;
+  int64_t i = 0;
+  ASSERT_TRUE(same_bits(expected.data(), y.data(), 8 * n, &i)) << "element " << i;
+}
+
+// Host-side facts (no GPU needed).
+TEST(CudaMatmulHostTest, ScratchSize) {
+  EXPECT_EQ(cuda::matmul_scratch_bytes(64, 12288), 0u);
+  EXPECT_GE(cuda::matmul_scratch_bytes(4096, 12288), size_t{4096} * 12288 * 2);
+}
+
+TEST(CudaMatmulHostTest, CandidatesAreValidDistinctAndStartWithTheDefault) {
+  const int64_t shapes[][2] = {{4096, 4096}, {1024, 4096}, {12288, 4096}, {4096, 12288}, {151936, 4096},
+                               {1, 1},       {3, 7},       {129, 100},    {2048, 64}};
+  for (DType dtype : {DType::BF16, DType::F16, DType::F32}) {
+    for (const auto& nk : shapes) {
+      const std::vector<MatmulDecodeConfig> c = cuda::matmul_decode_candidates(nk[0], nk[1], dtype);
+      ASSERT_FALSE(c.empty());
+      EXPECT_EQ(c.front(), cuda::matmul_decode_default_config(nk[0], nk[1], dtype));
+      for (size_t i = 0; i < c.size(); ++i) {
+        EXPECT_TRUE(cuda::matmul_decode_config_valid(c[i], dtype)) << config_string(c[i]);
+        for (size_t j = 0; j < i; ++j) EXPECT_FALSE(c[i] == c[j]) << config_string(c[i]);
+      }
+    }
+  }
+  EXPECT_FALSE(cuda::matmul_decode_config_valid(MatmulDecodeConfig{2, 4, 8, 2}, DType::BF16));  // 16 warps
+  EXPECT_FALSE(cuda::matmul_decode_config_valid(MatmulDecodeConfig{1, 8, 4, 1}, DType::F32));   // no such instance
+  EXPECT_FALSE(cuda::matmul_decode_config_valid(MatmulDecodeConfig{2, 4, 4, 1}, DType::I32));
+}
+
+// Broken preconditions abort naming the op, before any device work (so no GPU is needed).
+TEST(CudaMatmulDeathTest, BrokenPreconditionsAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  alignas(16) static float fake[64];
+  const Tensor x(fake, DType::F32, {2, 8}), w(fake, DType::BF16, {4, 8}), y(fake + 32, DType::F32, {2, 4});
+  const cuda::Context ctx;
+  EXPECT_DEATH(cuda::matmul(ctx, Tensor(fake, DType::BF16, {2, 8}), w, Tensor(), y), "cuda matmul: check failed");
+  EXPECT_DEATH(cuda::matmul(ctx, Tensor(fake, DType::F32, {2, 7}), w, Tensor(), y), "cuda matmul: check failed");
+  EXPECT_DEATH(cuda::matmul(ctx, x, w, Tensor(), Tensor(fake + 32, DType::F32, {3, 4})), "cuda matmul: check failed");
+  EXPECT_DEATH(cuda::matmul(ctx, x, w, Tensor(fake, DType::F32, {5}), y), "cuda matmul: check failed");
+  EXPECT_DEATH(cuda::matmul(ctx, x, w, Tensor(), Tensor(fake + 4, DType::F32, {2, 4})), "cuda matmul: check failed");
+  EXPECT_DEATH(cuda::matmul_decode(ctx, x, w, Tensor(), y, MatmulDecodeConfig{3, 4, 4, 1}),
+               "cuda matmul_decode: check failed");
+}
+
+}  // namespace
+}  // namespace helium::test
