@@ -19,8 +19,10 @@
 // Prefill (rows > kMaxDecodeRows, k % 8 == 0, aligned operands): x is rounded to BF16 (F16 for F16 w)
 // into Context::matmul_scratch and multiplied by cuBLASLt on the tensor cores with f32 accumulation and
 // f32 output; F32 w runs a plain f32 GEMM (no TF32). Prefill rows differ from decode rows by the
-// rounding of x (DESIGN.md: prefill may use another path). Shapes cuBLASLt cannot take run the decode
-// kernel, which works for any row count.
+// rounding of x (DESIGN.md: prefill may use another path). An F16 copy of x overflows to inf past
+// ±65504: an F16-weight model with larger activations would need a scaled copy. Shapes cuBLASLt cannot
+// take run the decode kernel, which works for any row count. The cuBLASLt heuristic is queried on every
+// prefill call (host time only, a few microseconds against a GEMM of hundreds).
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
