@@ -14,7 +14,8 @@ namespace {
 // range splits into whole tiles (performance only; results do not depend on it).
 constexpr int64_t kFeaturesPerTask = 16;
 // Rows per row block: the kernels sweep all rows of a block over a tile of w held in L1, so the block of x
-// should stay in L2 (1 MiB on Zen 4; half of it leaves room for w and y). Results do not depend on it.
+// should stay in L2 (1 MiB per core on Zen 4/5, 2 MiB on recent Xeons; half a MiB leaves room for w and
+// y). Results do not depend on it.
 constexpr int64_t kRowBlockBytes = 512 * 1024;
 constexpr int64_t kMaxRowsPerBlock = 256;
 // Below this many multiply-adds per thread, waking threads costs more than it saves.
