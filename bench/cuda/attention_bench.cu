@@ -1,0 +1,325 @@
+// bench/cuda/attention_bench.cu — times helium::cuda::attention on Qwen3-8B's shape (32 query heads, 8 KV
+// heads of 128, BF16 cache, pages of 16 positions handed out in shuffled order):
+// - decode (split-KV path): 1 row at 1K, 8K and 32K context, and 64 rows at 2K each, as achieved GB/s of
+//   KV traffic (K and V of every key read once per row: 2 x keys x 8 x 128 x 2 bytes) beside the
+//   device-to-device copy bandwidth measured here (cudaMemcpyAsync of 1 GiB, bytes read plus bytes
+//   written: DESIGN.md's decode ceiling). Each call reads a different layer's cache (together more than
+//   1 GiB, several times the L2) and the calls are replayed from a CUDA graph, as the engine's decode
+//   step is, so the figures are HBM figures without launch gaps. The 1K case is also run with the grid
+//   sized for 32K positions (layout.max_keys = 32768), what a single graph captured for the whole
+//   context capacity launches: the cost of the blocks that exit at once.
+// - prefill (tensor-core path): one prompt of 4096 rows, causal, as ms per layer and TFLOP/s (4 flops
+//   per query-key pair and head dimension: q·k and p·v), and the ms for Qwen3-8B's 36 layers.
+// Times: median over replays after a warm-up.
+//
+//   helium_bench_cuda_attention [--json PATH] [--quick]
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_ops.cuh"
+
+namespace helium {
+namespace {
+
+#define BENCH_CUDA(expr)                                                                                 \
+  do {                                                                                                   \
+    cudaError_t err_ = (expr);                                                                           \
+    if (err_ != cudaSuccess) {                                                                           \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
+      std::exit(1);                                                                                      \
+    }                                                                                                    \
+  } while (0)
+
+constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128, kPageSize = 16, kLayers = 36;
+constexpr int64_t kMaxContext = 32768;
+constexpr int64_t kKvDim = int64_t{kKvHeads} * kHeadDim;
+
+struct Options {
+  std::string json_path;
+  bool quick = false;
+};
+
+__global__ void fill_bf16(__nv_bfloat16* p, int64_t n, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    uint64_t z = (static_cast<uint64_t>(i) ^ seed) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
+    p[i] = __float2bfloat16(static_cast<float>(z >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f);
+  }
+}
+__global__ void fill_f32(float* p, int64_t n, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    uint64_t z = (static_cast<uint64_t>(i) ^ seed) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
+    p[i] = static_cast<float>(z >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f;
+  }
+}
+
+void* device_alloc(size_t bytes) {
+  void* p = nullptr;
+  BENCH_CUDA(cudaMalloc(&p, bytes));
+  return p;
+}
+template <class T>
+T* upload(const std::vector<T>& v) {
+  T* p = static_cast<T*>(device_alloc(v.size() * sizeof(T)));
+  BENCH_CUDA(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return p;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// A paged BF16 cache for `sequences` sequences of `context` positions (shuffled pages), with q, out and
+// the layout tensors of a batch with one row per sequence at its last position.
+struct Workload {
+  int64_t sequences = 0, context = 0, pages_per_seq = 0, slots = 0;
+  void *k = nullptr, *v = nullptr;
+  int32_t *tables = nullptr, *row_tables = nullptr, *prefix = nullptr;
+  float *q = nullptr, *out = nullptr;
+
+  Workload(int64_t sequences_, int64_t context_, cudaStream_t stream) : sequences(sequences_), context(context_) {
+    pages_per_seq = (context + kPageSize - 1) / kPageSize;
+    const int64_t pages = sequences * pages_per_seq;
+    slots = pages * kPageSize;
+    k = device_alloc(slots * kKvDim * 2);
+    v = device_alloc(slots * kKvDim * 2);
+    fill_bf16<<<1024, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(k), slots * kKvDim, 1);
+    fill_bf16<<<1024, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(v), slots * kKvDim, 2);
+    std::vector<int32_t> page_ids(pages);
+    std::iota(page_ids.begin(), page_ids.end(), 0);
+    std::shuffle(page_ids.begin(), page_ids.end(), std::mt19937(3));
+    tables = upload(page_ids);  // table s = pages [s * pages_per_seq, (s + 1) * pages_per_seq)
+    std::vector<int32_t> ids(sequences);
+    std::iota(ids.begin(), ids.end(), 0);
+    row_tables = upload(ids);
+    prefix = upload(std::vector<int32_t>(sequences, static_cast<int32_t>(context)));
+  }
+  // q and out for batches of `rows` rows.
+  void make_rows(int64_t rows, cudaStream_t stream) {
+    q = static_cast<float*>(device_alloc(rows * kHeads * kHeadDim * 4));
+    out = static_cast<float*>(device_alloc(rows * kHeads * kHeadDim * 4));
+    fill_f32<<<256, 256, 0, stream>>>(q, rows * kHeads * kHeadDim, 4);
+  }
+  void release() {
+    for (void* p : {k, v, static_cast<void*>(tables), static_cast<void*>(row_tables), static_cast<void*>(prefix),
+                    static_cast<void*>(q), static_cast<void*>(out)})
+      if (p != nullptr) cudaFree(p);
+  }
+  // The call for rows [first_row, first_row + rows) of row_tables / prefix.
+  void attend(const cuda::Context& c, int64_t first_row, int64_t rows, int32_t max_keys) const {
+    AttentionLayout layout;
+    layout.page_size = kPageSize;
+    layout.block_tables = Tensor(tables, DType::I32, {sequences, pages_per_seq});
+    layout.row_table = Tensor(row_tables + first_row, DType::I32, {rows});
+    layout.prefix_lens = Tensor(prefix + first_row, DType::I32, {rows});
+    layout.max_keys = max_keys;
+    const AttentionShape shape{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(static_cast<float>(kHeadDim))};
+    cuda::attention(c, Tensor(q, DType::F32, {rows, kHeads * kHeadDim}),
+                    Tensor(k, DType::BF16, {slots, kKvDim}), Tensor(v, DType::BF16, {slots, kKvDim}), shape, layout,
+                    Tensor(out, DType::F32, {rows, kHeads * kHeadDim}));
+  }
+};
+
+struct DecodeResult {
+  int64_t rows, context;
+  int32_t max_keys;
+  double us, gbps;
+};
+
+// `rows` rows of `context` keys each; every call of the graph reads another layer's cache.
+DecodeResult time_decode(const cuda::Context& c, int64_t rows, int64_t context, int32_t max_keys, int replays) {
+  const double layer_bytes = 2.0 * rows * context * kKvDim * 2;
+  const int layers = static_cast<int>(std::clamp<double>(std::ceil(1.25 * (1 << 30) / layer_bytes), 4, 256));
+  Workload w(rows * layers, context, c.stream);
+  w.make_rows(rows, c.stream);
+  BENCH_CUDA(cudaStreamSynchronize(c.stream));
+  // The queries of every layer are the same rows; the tables differ.
+  cudaGraph_t graph;
+  BENCH_CUDA(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal));
+  for (int l = 0; l < layers; ++l) w.attend(c, l * rows, rows, max_keys);
+  BENCH_CUDA(cudaStreamEndCapture(c.stream, &graph));
+  cudaGraphExec_t exec;
+  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t start, stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) BENCH_CUDA(cudaGraphLaunch(exec, c.stream));
+  std::vector<double> us;
+  for (int i = 0; i < replays; ++i) {
+    BENCH_CUDA(cudaEventRecord(start, c.stream));
+    BENCH_CUDA(cudaGraphLaunch(exec, c.stream));
+    BENCH_CUDA(cudaEventRecord(stop, c.stream));
+    BENCH_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    us.push_back(1e3 * ms / layers);
+  }
+  BENCH_CUDA(cudaGraphExecDestroy(exec));
+  BENCH_CUDA(cudaGraphDestroy(graph));
+  BENCH_CUDA(cudaEventDestroy(start));
+  BENCH_CUDA(cudaEventDestroy(stop));
+  w.release();
+  const double t = median(us);
+  return {rows, context, max_keys, t, layer_bytes / (t * 1e-6) / 1e9};
+}
+
+struct PrefillResult {
+  int64_t rows;
+  double ms, tflops;
+};
+
+PrefillResult time_prefill(const cuda::Context& c, int64_t rows, int replays) {
+  Workload w(1, rows, c.stream);
+  w.make_rows(rows, c.stream);
+  std::vector<int32_t> table(rows, 0), prefix(rows);
+  for (int64_t r = 0; r < rows; ++r) prefix[r] = static_cast<int32_t>(r + 1);
+  cudaFree(w.row_tables);
+  cudaFree(w.prefix);
+  w.row_tables = upload(table);
+  w.prefix = upload(prefix);
+  cudaEvent_t start, stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) w.attend(c, 0, rows, static_cast<int32_t>(rows));
+  std::vector<double> ms_list;
+  for (int i = 0; i < replays; ++i) {
+    BENCH_CUDA(cudaEventRecord(start, c.stream));
+    w.attend(c, 0, rows, static_cast<int32_t>(rows));
+    BENCH_CUDA(cudaEventRecord(stop, c.stream));
+    BENCH_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    ms_list.push_back(ms);
+  }
+  BENCH_CUDA(cudaEventDestroy(start));
+  BENCH_CUDA(cudaEventDestroy(stop));
+  w.release();
+  const double ms = median(ms_list);
+  const double pairs = static_cast<double>(rows) * (rows + 1) / 2;  // causal query-key pairs
+  return {rows, ms, 4.0 * pairs * kHeadDim * kHeads / (ms * 1e-3) / 1e12};
+}
+
+int run(const Options& opt) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "helium_bench_cuda_attention: no CUDA device, nothing to time\n");
+    return 0;
+  }
+  cudaDeviceProp prop;
+  BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  int driver = 0;
+  cudaDriverGetVersion(&driver);
+  std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+
+  cuda::Context c;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+  c.sm_count = prop.multiProcessorCount;
+  c.max_rows = kMaxDecodeRows;
+  c.max_context = kMaxContext;
+  c.attention_scratch_floats = cuda::attention_scratch_floats(kMaxDecodeRows, kHeads, kHeadDim, kMaxContext);
+  c.attention_scratch = static_cast<float*>(device_alloc(c.attention_scratch_floats * sizeof(float)));
+
+  // The ceiling: a device-to-device copy of 1 GiB, bytes read plus bytes written.
+  double copy_gbps = 0;
+  {
+    const size_t bytes = size_t{1} << 30;
+    void* a = device_alloc(bytes);
+    void* b = device_alloc(bytes);
+    BENCH_CUDA(cudaMemsetAsync(a, 1, bytes, c.stream));
+    cudaEvent_t start, stop;
+    BENCH_CUDA(cudaEventCreate(&start));
+    BENCH_CUDA(cudaEventCreate(&stop));
+    std::vector<double> gbps;
+    for (int i = 0; i < 12; ++i) {
+      BENCH_CUDA(cudaEventRecord(start, c.stream));
+      BENCH_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, c.stream));
+      BENCH_CUDA(cudaEventRecord(stop, c.stream));
+      BENCH_CUDA(cudaEventSynchronize(stop));
+      float ms = 0;
+      BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      if (i >= 2) gbps.push_back(2.0 * bytes / (ms * 1e-3) / 1e9);
+    }
+    copy_gbps = median(gbps);
+    BENCH_CUDA(cudaEventDestroy(start));
+    BENCH_CUDA(cudaEventDestroy(stop));
+    cudaFree(a);
+    cudaFree(b);
+  }
+  std::printf("device copy (1 GiB, read + write): %.0f GB/s  <- decode ceiling\n\n", copy_gbps);
+
+  const int replays = opt.quick ? 5 : 21;
+  std::printf("decode attention, Qwen3-8B shape, BF16 cache, page %d (graph of one call per layer):\n", kPageSize);
+  std::printf("  %4s %7s %9s %9s %8s %7s\n", "rows", "context", "max_keys", "us/call", "KV GB/s", "of copy");
+  std::vector<DecodeResult> decode;
+  const std::vector<std::array<int64_t, 3>> cases = {
+      {1, 1024, 1024}, {1, 1024, kMaxContext}, {1, 8192, 8192}, {1, 32768, 32768}, {64, 2048, 2048}};
+  for (const auto& cs : cases) {
+    const DecodeResult r = time_decode(c, cs[0], cs[1], static_cast<int32_t>(cs[2]), replays);
+    std::printf("  %4lld %7lld %9d %9.1f %8.0f %6.0f%%\n", static_cast<long long>(r.rows),
+                static_cast<long long>(r.context), r.max_keys, r.us, r.gbps, 100.0 * r.gbps / copy_gbps);
+    decode.push_back(r);
+  }
+
+  const PrefillResult p = time_prefill(c, 4096, opt.quick ? 3 : 11);
+  std::printf("\nprefill attention, 4096 rows (one causal prompt), Qwen3-8B shape, BF16 cache:\n");
+  std::printf("  %.3f ms per layer, %.0f TFLOP/s, %.1f ms for %d layers\n", p.ms, p.tflops, p.ms * kLayers, kLayers);
+
+  if (!opt.json_path.empty()) {
+    std::ostringstream j;
+    j << "{\"device\": \"" << prop.name << "\", \"sm_count\": " << prop.multiProcessorCount << ", \"driver\": " << driver
+      << ", \"copy_gbps_read_plus_write\": " << copy_gbps << ", \"shape\": {\"n_heads\": " << kHeads
+      << ", \"n_kv_heads\": " << kKvHeads << ", \"head_dim\": " << kHeadDim << ", \"kv_dtype\": \"BF16\", \"page_size\": "
+      << kPageSize << "}, \"decode\": [";
+    for (size_t i = 0; i < decode.size(); ++i)
+      j << (i ? ", " : "") << "{\"rows\": " << decode[i].rows << ", \"context\": " << decode[i].context
+        << ", \"max_keys\": " << decode[i].max_keys << ", \"us_per_call\": " << decode[i].us
+        << ", \"kv_gbps\": " << decode[i].gbps << ", \"fraction_of_copy\": " << decode[i].gbps / copy_gbps << "}";
+    j << "], \"prefill\": {\"rows\": " << p.rows << ", \"ms_per_layer\": " << p.ms << ", \"tflops\": " << p.tflops
+      << ", \"ms_36_layers\": " << p.ms * kLayers << "}}";
+    FILE* f = std::fopen(opt.json_path.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "cannot write %s\n", opt.json_path.c_str());
+      return 1;
+    }
+    std::fprintf(f, "%s\n", j.str().c_str());
+    std::fclose(f);
+    std::printf("wrote %s\n", opt.json_path.c_str());
+  }
+  cudaFree(c.attention_scratch);
+  cudaStreamDestroy(c.stream);
+  return 0;
+}
+
+}  // namespace
+}  // namespace helium
+
+int main(int argc, char** argv) {
+  helium::Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json" && i + 1 < argc) {
+      opt.json_path = argv[++i];
+    } else if (a == "--quick") {
+      opt.quick = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--json PATH] [--quick]\n", argv[0]);
+      return 2;
+    }
+  }
+  return helium::run(opt);
+}

@@ -1,0 +1,1058 @@
+// backend/cuda/attention.cu — softmax(q kᵀ · scale) v over each row's paged keys (AttentionLayout in
+// backend.h): the op entry (checks), the launchers (which kernel, which grid) and three kernel families.
+//
+//  - Decode / verify (rows <= kMaxDecodeRows): split-KV. A row's keys are cut into partitions of
+//    kDecodePartitionKeys logical positions aligned to position 0 ([0, 256), [256, 512), ...). One block
+//    reduces one partition of one row for one GQA group of query heads into (m, l, acc) partials in
+//    Context::attention_scratch; a merge kernel then combines a row's partitions in increasing order.
+//    Batch and tree invariance (DESIGN.md invariant 2): every sum is taken in an order that depends only on
+//    the keys' logical positions and the shapes (head_dim, group size), never on the row count, on the
+//    other rows, on the grid size or on the cache slots the values live in. A tree row whose keys are
+//    (prefix up to the root) + (ancestors, itself) visits them at positions prefix_len, prefix_len + 1, ...
+//    exactly like a linear row at the same position, so both give bitwise the same output.
+//  - Prefill (rows > kMaxDecodeRows, no tree rows): FlashAttention-2-style tiles. A block takes 128
+//    consecutive batch rows and one query head, converts Q to bf16, and streams bf16 K/V tiles of the
+//    rows' sequence through the block table into shared memory (cp.async, two stages), with mma.sync
+//    m16n8k16 (bf16 in, f32 accumulate) for q·kᵀ and p·v and an online softmax in f32. Each row masks keys
+//    at positions >= its prefix_len (causal for a prompt chunk). Rows of one block that belong to
+//    different sequences are handled in runs of consecutive rows sharing a block table: the block streams
+//    each run's keys in turn and every row takes part only in its own run.
+//  - Generic (any head_dim up to kGenericMaxHeadDim, or tensors not 16-byte aligned): scalar loads, one
+//    query head per block, the same partitions; the decode form writes the same partials as the fast
+//    kernel. A correctness path for shapes the tuned kernels do not cover.
+//
+// Rows with no keys (prefix_len 0 and no tree bits) produce zeros. Device-side violations of the layout
+// contract (a page id or slot outside the cache, a row's key count above layout.max_keys, a tree bit for
+// a row outside the batch) trap: the launch fails loudly instead of reading out of bounds.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "backend/cuda/cuda_backend.h"  // kMaxDecodeRows
+#include "backend/cuda/cuda_ops.cuh"
+
+namespace helium::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+// Positions per split-KV partition. 256 keeps 1-row decoding at 8K context at 8 kv heads x 32 partitions
+// = 256 blocks (about two per multiprocessor on a 132-SM H200) while the partials stay small next to the
+// KV they summarise (head_dim + 2 floats per 256 keys).
+constexpr int kDecodePartitionKeys = 256;
+constexpr int kDecodeThreads = 128;
+constexpr int kDecodeStages = 4;             // cp.async ring depth of the decode kernel
+constexpr int kDecodeStageBytes = 16 << 10;  // bytes of one ring stage
+constexpr int kMergeThreads = 128;
+constexpr int kGenericThreads = 128;
+constexpr int kGenericMaxHeadDim = 512;
+constexpr int kGenericDimsPerThread = kGenericMaxHeadDim / kGenericThreads;
+
+// Everything the kernels read; built once per call by the op entry.
+struct AttentionArgs {
+  const float* q;               // (rows, n_heads * head_dim)
+  const void* k_cache;          // (cache_slots, n_kv_heads * head_dim), BF16 or F32
+  const void* v_cache;          // (cache_slots, n_kv_heads * head_dim), same dtype
+  float* out;                   // (rows, n_heads * head_dim)
+  const int32_t* block_tables;  // (n_tables, max_pages) page ids
+  const int32_t* row_table;     // (rows)
+  const int32_t* prefix_lens;   // (rows)
+  const int64_t* tree_masks;    // (rows), or nullptr
+  const int32_t* write_slots;   // (rows), or nullptr when tree_masks is
+  float2* partial_ml;           // (rows, n_heads, n_partitions) {m, l}: decode only
+  float* partial_acc;           // (rows, n_heads, n_partitions, head_dim): decode only
+  int rows, n_heads, n_kv_heads, head_dim, group;
+  float scale;
+  int page_size, max_pages, n_tables;
+  int64_t cache_slots;
+  int max_keys;      // a row with more keys traps (decode: the grid covers max_keys positions)
+  int n_partitions;  // decode: gridDim.x of the partition kernels
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Row layout: which cache slot holds the key at each logical position of a row.
+
+__device__ __forceinline__ void require(bool ok) {
+  if (!ok) __trap();
+}
+
+struct RowKeys {
+  const int32_t* table;  // the row's block table
+  int n_prefix;          // positions [0, n_prefix) through the table
+  uint64_t mask;         // then the batch rows whose bits are set, at write_slots[j]
+  int n_keys;            // n_prefix + popcount(mask)
+};
+
+__device__ __forceinline__ RowKeys row_keys(const AttentionArgs& a, int row) {
+  const int table = a.row_table[row];
+  require(table >= 0 && table < a.n_tables);
+  const int n_prefix = a.prefix_lens[row];
+  require(n_prefix >= 0 && static_cast<int64_t>(n_prefix) <= static_cast<int64_t>(a.max_pages) * a.page_size);
+  const uint64_t mask = a.tree_masks != nullptr ? static_cast<uint64_t>(a.tree_masks[row]) : 0;
+  require(a.rows >= 64 || (mask >> a.rows) == 0);
+  const int n_keys = n_prefix + __popcll(mask);
+  require(n_keys <= a.max_keys);
+  return {a.block_tables + static_cast<int64_t>(table) * a.max_pages, n_prefix, mask, n_keys};
+}
+
+// Cache slot of the key at logical position `i` < n_keys of a row.
+__device__ __forceinline__ int64_t key_slot(const AttentionArgs& a, const RowKeys& r, int i) {
+  int64_t slot;
+  if (i < r.n_prefix) {
+    const int page = r.table[i / a.page_size];
+    slot = static_cast<int64_t>(page) * a.page_size + i % a.page_size;
+  } else {
+    uint64_t m = r.mask;  // the (i - n_prefix)-th set bit, counting from the lowest
+    for (int k = i - r.n_prefix; k > 0; --k) m &= m - 1;
+    slot = a.write_slots[__ffsll(static_cast<long long>(m)) - 1];
+  }
+  require(slot >= 0 && slot < a.cache_slots);
+  return slot;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Small device helpers: cache element conversion, cp.async, ldmatrix, mma.
+
+template <typename T>
+struct CacheElem;
+template <>
+struct CacheElem<bf16> {
+  static constexpr int kPer16Bytes = 8;
+  __device__ static float load(const bf16* p) { return __bfloat162float(*p); }
+  __device__ static void unpack(const uint4& raw, float* f) {
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[2 * i] = __uint_as_float(w[i] << 16);
+      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  }
+};
+template <>
+struct CacheElem<float> {
+  static constexpr int kPer16Bytes = 4;
+  __device__ static float load(const float* p) { return *p; }
+  __device__ static void unpack(const uint4& raw, float* f) {
+    f[0] = __uint_as_float(raw.x);
+    f[1] = __uint_as_float(raw.y);
+    f[2] = __uint_as_float(raw.z);
+    f[3] = __uint_as_float(raw.w);
+  }
+};
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, asynchronously; with valid == false the destination is zero-filled and
+// nothing is read.
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p))
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p))
+               : "memory");
+}
+
+// c(16x8, f32) += a(16x16, bf16, row-major) · b(16x8, bf16, column-major).
+__device__ __forceinline__ void mma_bf16_16x8x16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // lo in the low half: the lower k index
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Sums kValues values over the kWidth lanes of an aligned lane group (kWidth a power of two, <= 32),
+// halving the values at each step: at offset o, the lane whose bit o is set keeps the upper half and
+// sends the lower half to its partner, which keeps the lower half. When kValues >= kWidth, lane k of the
+// group ends with the totals of values [k * kValues / kWidth, (k + 1) * kValues / kWidth) in
+// x[0 .. kValues / kWidth); otherwise value v ends (in x[0]) in the kWidth / kValues lanes
+// v * kWidth / kValues, ... (each holding the same total). log2(kWidth) shuffles per value pair instead of
+// per value; the order of every sum depends only on the lane numbers.
+template <int kOffset, int kValues, int kN>
+__device__ __forceinline__ void transpose_reduce(float (&x)[kN], int lane_in_group) {
+  if constexpr (kOffset >= 1) {
+    if constexpr (kValues > 1) {
+      const bool upper = (lane_in_group & kOffset) != 0;
+#pragma unroll
+      for (int i = 0; i < kValues / 2; ++i) {
+        const float send = upper ? x[i] : x[i + kValues / 2];
+        const float keep = upper ? x[i + kValues / 2] : x[i];
+        x[i] = keep + __shfl_xor_sync(0xffffffffu, send, kOffset);
+      }
+      transpose_reduce<kOffset / 2, kValues / 2>(x, lane_in_group);
+    } else {
+      x[0] += __shfl_xor_sync(0xffffffffu, x[0], kOffset);
+      transpose_reduce<kOffset / 2, 1>(x, lane_in_group);
+    }
+  }
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o >= 1; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+// Butterfly sum: every lane ends with the same value (a + b == b + a in floating point).
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o >= 1; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Decode partition kernel (tuned): one block = one partition x one row x kGroup query heads of one kv head.
+//
+// Thread layout: a key's head vector (head_dim elements) is split over kLanesPerKey lanes, each owning
+// kElems elements in kLoads 16-byte pieces interleaved across the lanes (piece v of lane k = piece
+// v * kLanesPerKey + k of the vector, so a warp reads contiguous bytes). The block's kKeySlots lane groups
+// take keys slot, slot + kKeySlots, ... of each chunk. K and V of the partition stream through a cp.async
+// ring of kDecodeStages chunks (all K chunks, then all V chunks), so up to 4 x 16 KB per block are in
+// flight however few registers the compute needs.
+//
+// Sums, all fixed by (head_dim, kGroup, dtype) and the key's position in the partition:
+//   score: each lane's kElems products in element order, then transpose_reduce over the key's lanes;
+//   max / exp / l: per head, lane i of a warp takes keys i, i + 32, ... in order, then a butterfly;
+//   acc: each lane group sums its keys in increasing position, then the kKeySlots groups are summed in
+//   group order through shared memory.
+template <typename T, int kHeadDim, int kGroup>
+struct DecodeTraits {
+  static constexpr int kElems = kGroup == 8 ? 8 : 16;  // cache elements per lane per key
+  static constexpr int kVec = CacheElem<T>::kPer16Bytes;
+  static constexpr int kLoads = kElems / kVec;
+  static constexpr int kLanesPerKey = kHeadDim / kElems;
+  static constexpr int kKeySlots = kDecodeThreads / kLanesPerKey;
+  static constexpr int kRowBytes = kHeadDim * static_cast<int>(sizeof(T));
+  static constexpr int kChunkKeys = std::min(kDecodePartitionKeys, kDecodeStageBytes / kRowBytes);
+  // Keys per lane group per reduction step: bounded so that kStepKeys * kGroup partial scores fit in
+  // registers beside the kGroup * kElems query values.
+  static constexpr int kStepKeys = std::max(1, std::min(kChunkKeys / kKeySlots, 32 / kGroup));
+  static constexpr int kSteps = kChunkKeys / (kKeySlots * kStepKeys);
+  static constexpr int kPiecesPerKey = kRowBytes / 16;
+  static constexpr int kPiecesPerChunk = kChunkKeys * kPiecesPerKey;
+
+  static_assert(kHeadDim % kElems == 0 && kElems % kVec == 0);
+  static_assert(kLanesPerKey >= 1 && kLanesPerKey <= 32 && (kLanesPerKey & (kLanesPerKey - 1)) == 0);
+  static_assert(kDecodePartitionKeys % kChunkKeys == 0 && kChunkKeys % (kKeySlots * kStepKeys) == 0);
+  static_assert(kPiecesPerChunk % kDecodeThreads == 0);
+  static_assert(kKeySlots * kGroup * kHeadDim * 4 <= kDecodeStages * kDecodeStageBytes);
+
+  static constexpr size_t kRingBytes = size_t{kDecodeStages} * kDecodeStageBytes;
+  static constexpr size_t kScoreBytes = size_t{kDecodePartitionKeys} * kGroup * 4;
+  static constexpr size_t kSlotBytes = size_t{kDecodePartitionKeys} * 8;
+  static constexpr size_t kSmemBytes = kRingBytes + kScoreBytes + kSlotBytes + 2 * kGroup * 4;
+};
+
+template <typename T, int kHeadDim, int kGroup>
+__global__ void __launch_bounds__(kDecodeThreads, 3)
+    attention_decode_partition(const AttentionArgs a) {
+  using Tr = DecodeTraits<T, kHeadDim, kGroup>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  T* s_ring = reinterpret_cast<T*>(smem);                               // [stages][chunk keys][head_dim]
+  float* s_red = reinterpret_cast<float*>(smem);                        // after the ring is drained
+  float* s_score = reinterpret_cast<float*>(smem + Tr::kRingBytes);     // [key][kGroup]
+  int64_t* s_offset = reinterpret_cast<int64_t*>(smem + Tr::kRingBytes + Tr::kScoreBytes);  // [key]
+  float* s_m = reinterpret_cast<float*>(smem + Tr::kRingBytes + Tr::kScoreBytes + Tr::kSlotBytes);
+  float* s_l = s_m + kGroup;
+
+  const int part = blockIdx.x, row = blockIdx.z;
+  const int passes = a.group / kGroup;
+  const int kv_head = blockIdx.y / passes;
+  const int head0 = kv_head * a.group + (blockIdx.y % passes) * kGroup;
+  const RowKeys rk = row_keys(a, row);
+  const int p0 = part * kDecodePartitionKeys;
+  if (p0 >= rk.n_keys) return;  // past this row's keys: the grid covers layout.max_keys
+  const int n = min(kDecodePartitionKeys, rk.n_keys - p0);
+  const int tid = threadIdx.x;
+  const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * kHeadDim;
+  for (int i = tid; i < n; i += kDecodeThreads) s_offset[i] = key_slot(a, rk, p0 + i) * kv_dim + kv_head * kHeadDim;
+
+  const int lane_k = tid % Tr::kLanesPerKey, key_group = tid / Tr::kLanesPerKey;
+
+  // This lane's query elements, kGroup heads.
+  float qf[kGroup][Tr::kElems];
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    const float* qh = a.q + (static_cast<int64_t>(row) * a.n_heads + head0 + g) * kHeadDim;
+#pragma unroll
+    for (int v = 0; v < Tr::kLoads; ++v) {
+#pragma unroll
+      for (int e4 = 0; e4 < Tr::kVec / 4; ++e4) {
+        const float4 x =
+            *reinterpret_cast<const float4*>(qh + (v * Tr::kLanesPerKey + lane_k) * Tr::kVec + e4 * 4);
+        qf[g][v * Tr::kVec + e4 * 4 + 0] = x.x;
+        qf[g][v * Tr::kVec + e4 * 4 + 1] = x.y;
+        qf[g][v * Tr::kVec + e4 * 4 + 2] = x.z;
+        qf[g][v * Tr::kVec + e4 * 4 + 3] = x.w;
+      }
+    }
+  }
+  __syncthreads();  // s_offset
+
+  const int n_chunks = (n + Tr::kChunkKeys - 1) / Tr::kChunkKeys;
+  const int total_chunks = 2 * n_chunks;  // K chunks, then V chunks
+  auto issue_chunk = [&](int c) {
+    const bool is_v = c >= n_chunks;
+    const int key0 = (is_v ? c - n_chunks : c) * Tr::kChunkKeys;
+    const T* cache = static_cast<const T*>(is_v ? a.v_cache : a.k_cache);
+    T* stage = s_ring + (c % kDecodeStages) * (kDecodeStageBytes / sizeof(T));
+#pragma unroll
+    for (int j = 0; j < Tr::kPiecesPerChunk / kDecodeThreads; ++j) {
+      const int piece = j * kDecodeThreads + tid;
+      const int kr = piece / Tr::kPiecesPerKey, pc = piece % Tr::kPiecesPerKey;
+      const bool valid = key0 + kr < n;
+      const T* src = valid ? cache + s_offset[key0 + kr] + pc * Tr::kVec : cache;
+      cp_async_16(stage + kr * kHeadDim + pc * Tr::kVec, src, valid);
+    }
+  };
+#pragma unroll
+  for (int c = 0; c < kDecodeStages - 1; ++c) {
+    if (c < total_chunks) issue_chunk(c);
+    cp_async_commit();
+  }
+
+  // Waits for chunk c (issuing chunk c + kDecodeStages - 1 first) and returns its stage.
+  auto begin_chunk = [&](int c) -> const T* {
+    if (c + kDecodeStages - 1 < total_chunks) issue_chunk(c + kDecodeStages - 1);
+    cp_async_commit();
+    cp_async_wait<kDecodeStages - 1>();
+    __syncthreads();  // chunk c has landed for every thread
+    return s_ring + (c % kDecodeStages) * (kDecodeStageBytes / sizeof(T));
+  };
+
+  // Scores: s_score[i][g] = (q_g · k_i) · scale.
+  for (int c = 0; c < n_chunks; ++c) {
+    const T* stage = begin_chunk(c);
+    const int key0 = c * Tr::kChunkKeys;
+#pragma unroll
+    for (int step = 0; step < Tr::kSteps; ++step) {
+      float part_dot[Tr::kStepKeys * kGroup];
+#pragma unroll
+      for (int u = 0; u < Tr::kStepKeys; ++u) {
+        const int kr = (step * Tr::kStepKeys + u) * Tr::kKeySlots + key_group;
+        float kf[Tr::kElems];
+#pragma unroll
+        for (int v = 0; v < Tr::kLoads; ++v) {
+          const uint4 raw =
+              *reinterpret_cast<const uint4*>(stage + kr * kHeadDim + (v * Tr::kLanesPerKey + lane_k) * Tr::kVec);
+          CacheElem<T>::unpack(raw, kf + v * Tr::kVec);
+        }
+#pragma unroll
+        for (int g = 0; g < kGroup; ++g) {
+          float dot = 0.0f;
+#pragma unroll
+          for (int e = 0; e < Tr::kElems; ++e) dot = fmaf(qf[g][e], kf[e], dot);
+          part_dot[u * kGroup + g] = dot;
+        }
+      }
+      transpose_reduce<Tr::kLanesPerKey / 2, Tr::kStepKeys * kGroup>(part_dot, lane_k);
+      constexpr int kValues = Tr::kStepKeys * kGroup;
+      constexpr int kPer = kValues >= Tr::kLanesPerKey ? kValues / Tr::kLanesPerKey : 1;
+      constexpr int kLanesPerValue = kValues >= Tr::kLanesPerKey ? 1 : Tr::kLanesPerKey / kValues;
+      if (lane_k % kLanesPerValue == 0) {
+        const int idx0 = (lane_k / kLanesPerValue) * kPer;
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+          const int idx = idx0 + j, u = idx / kGroup, g = idx % kGroup;
+          const int i = key0 + (step * Tr::kStepKeys + u) * Tr::kKeySlots + key_group;
+          if (i < n) s_score[i * kGroup + g] = part_dot[j] * a.scale;
+        }
+      }
+    }
+    __syncthreads();  // the stage is free for chunk c + kDecodeStages
+  }
+
+  // Per head: max, p = exp(s - max) in place, l = sum p (the first V chunks are in flight meanwhile).
+  {
+    const int warp = tid / 32, lane = tid % 32;
+    for (int g = warp; g < kGroup; g += kDecodeThreads / 32) {
+      float mx = -INFINITY;
+      for (int i = lane; i < n; i += 32) mx = fmaxf(mx, s_score[i * kGroup + g]);
+      mx = warp_max(mx);
+      float sum = 0.0f;
+      for (int i = lane; i < n; i += 32) {
+        const float p = expf(s_score[i * kGroup + g] - mx);
+        s_score[i * kGroup + g] = p;
+        sum += p;
+      }
+      sum = warp_sum(sum);
+      if (lane == 0) {
+        s_m[g] = mx;
+        s_l[g] = sum;
+      }
+    }
+  }
+  __syncthreads();
+
+  // acc[g][e] = sum over this lane group's keys, in increasing position, of p_g · v.
+  float acc[kGroup][Tr::kElems];
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g)
+#pragma unroll
+    for (int e = 0; e < Tr::kElems; ++e) acc[g][e] = 0.0f;
+  for (int c = n_chunks; c < total_chunks; ++c) {
+    const T* stage = begin_chunk(c);
+    const int key0 = (c - n_chunks) * Tr::kChunkKeys;
+#pragma unroll
+    for (int kk = 0; kk < Tr::kChunkKeys / Tr::kKeySlots; ++kk) {
+      const int kr = kk * Tr::kKeySlots + key_group;
+      const int i = key0 + kr;
+      float p[kGroup];
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) p[g] = i < n ? s_score[i * kGroup + g] : 0.0f;
+      float vf[Tr::kElems];
+#pragma unroll
+      for (int v = 0; v < Tr::kLoads; ++v) {
+        const uint4 raw =
+            *reinterpret_cast<const uint4*>(stage + kr * kHeadDim + (v * Tr::kLanesPerKey + lane_k) * Tr::kVec);
+        CacheElem<T>::unpack(raw, vf + v * Tr::kVec);
+      }
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g)
+#pragma unroll
+        for (int e = 0; e < Tr::kElems; ++e) acc[g][e] = fmaf(p[g], vf[e], acc[g][e]);
+    }
+    __syncthreads();  // the stage is free for chunk c + kDecodeStages
+  }
+  cp_async_wait<0>();  // only empty groups remain; keeps the ring idle before s_red reuses it
+  __syncthreads();
+
+  // Sum the lane groups' accumulators in group order: s_red[group][g][d].
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g)
+#pragma unroll
+    for (int v = 0; v < Tr::kLoads; ++v)
+#pragma unroll
+      for (int e = 0; e < Tr::kVec; ++e)
+        s_red[(key_group * kGroup + g) * kHeadDim + (v * Tr::kLanesPerKey + lane_k) * Tr::kVec + e] =
+            acc[g][v * Tr::kVec + e];
+  __syncthreads();
+  const int64_t part_index = (static_cast<int64_t>(row) * a.n_heads + head0) * a.n_partitions + part;
+  for (int o = tid; o < kGroup * kHeadDim; o += kDecodeThreads) {
+    const int g = o / kHeadDim, d = o % kHeadDim;
+    float sum = 0.0f;
+    for (int s = 0; s < Tr::kKeySlots; ++s) sum += s_red[(s * kGroup + g) * kHeadDim + d];
+    a.partial_acc[(part_index + static_cast<int64_t>(g) * a.n_partitions) * kHeadDim + d] = sum;
+  }
+  if (tid < kGroup) a.partial_ml[part_index + static_cast<int64_t>(tid) * a.n_partitions] = make_float2(s_m[tid], s_l[tid]);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Generic kernels: runtime head_dim, scalar loads, one query head per block.
+
+struct GenericSmem {
+  int64_t offset[kDecodePartitionKeys];  // element offset of each key's head vector
+  float score[kDecodePartitionKeys];
+  float q[kGenericMaxHeadDim];
+  float red[kGenericThreads / 32];
+};
+
+// max and sum over the block in a fixed order (warp butterfly, then the warps in index order); every
+// thread gets the result.
+__device__ float block_max(float v, float* red) {
+  v = warp_max(v);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  float r = red[0];
+  for (int w = 1; w < kGenericThreads / 32; ++w) r = fmaxf(r, red[w]);
+  __syncthreads();
+  return r;
+}
+__device__ float block_sum(float v, float* red) {
+  v = warp_sum(v);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  float r = red[0];
+  for (int w = 1; w < kGenericThreads / 32; ++w) r += red[w];
+  __syncthreads();
+  return r;
+}
+
+// One partition [p0, p0 + 256) of a row for one query head (its query already in s.q): the partition's
+// max score m, l = sum exp(s - m), and acc[j] = sum exp(s - m) v[d] for d = threadIdx.x + j * 128.
+template <typename T>
+__device__ void generic_partition(const AttentionArgs& a, const RowKeys& rk, int kv_head, int p0, GenericSmem& s,
+                                  float& m, float& l, float (&acc)[kGenericDimsPerThread]) {
+  const int n = min(kDecodePartitionKeys, rk.n_keys - p0), d_max = a.head_dim, tid = threadIdx.x;
+  const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * d_max;
+  __syncthreads();  // the previous partition's readers of s.offset / s.score, and s.q's writers
+  for (int i = tid; i < n; i += kGenericThreads) s.offset[i] = key_slot(a, rk, p0 + i) * kv_dim + kv_head * d_max;
+  __syncthreads();
+  const T* k_cache = static_cast<const T*>(a.k_cache);
+  const T* v_cache = static_cast<const T*>(a.v_cache);
+  float mx = -INFINITY;
+  for (int i = tid; i < n; i += kGenericThreads) {
+    float dot = 0.0f;
+    for (int d = 0; d < d_max; ++d) dot = fmaf(s.q[d], CacheElem<T>::load(k_cache + s.offset[i] + d), dot);
+    dot *= a.scale;
+    s.score[i] = dot;
+    mx = fmaxf(mx, dot);
+  }
+  mx = block_max(mx, s.red);
+  float sum = 0.0f;
+  for (int i = tid; i < n; i += kGenericThreads) {
+    const float p = expf(s.score[i] - mx);
+    s.score[i] = p;
+    sum += p;
+  }
+  sum = block_sum(sum, s.red);  // its barriers also publish s.score
+#pragma unroll
+  for (int j = 0; j < kGenericDimsPerThread; ++j) {
+    const int d = tid + j * kGenericThreads;
+    float v = 0.0f;
+    if (d < d_max)
+      for (int i = 0; i < n; ++i) v = fmaf(s.score[i], CacheElem<T>::load(v_cache + s.offset[i] + d), v);
+    acc[j] = v;
+  }
+  m = mx;
+  l = sum;
+}
+
+__device__ void load_query(const AttentionArgs& a, int row, int head, float* s_q) {
+  const float* q = a.q + (static_cast<int64_t>(row) * a.n_heads + head) * a.head_dim;
+  for (int d = threadIdx.x; d < a.head_dim; d += kGenericThreads) s_q[d] = q[d];
+}
+
+// Decode: grid (n_partitions, n_heads, rows); writes the same partials as attention_decode_partition.
+template <typename T>
+__global__ void __launch_bounds__(kGenericThreads) attention_decode_partition_generic(const AttentionArgs a) {
+  __shared__ GenericSmem s;
+  const int part = blockIdx.x, head = blockIdx.y, row = blockIdx.z;
+  const RowKeys rk = row_keys(a, row);
+  const int p0 = part * kDecodePartitionKeys;
+  if (p0 >= rk.n_keys) return;
+  load_query(a, row, head, s.q);
+  float m, l, acc[kGenericDimsPerThread];
+  generic_partition<T>(a, rk, head / a.group, p0, s, m, l, acc);
+  const int64_t part_index = (static_cast<int64_t>(row) * a.n_heads + head) * a.n_partitions + part;
+#pragma unroll
+  for (int j = 0; j < kGenericDimsPerThread; ++j) {
+    const int d = threadIdx.x + j * kGenericThreads;
+    if (d < a.head_dim) a.partial_acc[part_index * a.head_dim + d] = acc[j];
+  }
+  if (threadIdx.x == 0) a.partial_ml[part_index] = make_float2(m, l);
+}
+
+// Prefill (any head_dim): grid (n_heads, rows); each block walks its row's partitions in order and merges
+// them as it goes.
+template <typename T>
+__global__ void __launch_bounds__(kGenericThreads) attention_rows_generic(const AttentionArgs a) {
+  __shared__ GenericSmem s;
+  const int head = blockIdx.x, row = blockIdx.y;
+  const RowKeys rk = row_keys(a, row);
+  load_query(a, row, head, s.q);
+  float run_m = -INFINITY, run_l = 0.0f, run_acc[kGenericDimsPerThread] = {};
+  for (int p0 = 0; p0 < rk.n_keys; p0 += kDecodePartitionKeys) {
+    float m, l, acc[kGenericDimsPerThread];
+    generic_partition<T>(a, rk, head / a.group, p0, s, m, l, acc);
+    const float new_m = fmaxf(run_m, m);
+    const float old_w = expf(run_m - new_m), new_w = expf(m - new_m);
+    run_l = run_l * old_w + l * new_w;
+#pragma unroll
+    for (int j = 0; j < kGenericDimsPerThread; ++j) run_acc[j] = run_acc[j] * old_w + acc[j] * new_w;
+    run_m = new_m;
+  }
+  float* out = a.out + (static_cast<int64_t>(row) * a.n_heads + head) * a.head_dim;
+  const float inv = run_l > 0.0f ? 1.0f / run_l : 0.0f;
+#pragma unroll
+  for (int j = 0; j < kGenericDimsPerThread; ++j) {
+    const int d = threadIdx.x + j * kGenericThreads;
+    if (d < a.head_dim) out[d] = run_acc[j] * inv;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Merge: grid (n_heads, rows). out = sum_p acc_p w_p / sum_p l_p w_p with w_p = exp(m_p - max_p m_p),
+// over the row's partitions in increasing order. Dynamic shared memory: n_partitions floats.
+__global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const AttentionArgs a) {
+  extern __shared__ float s_w[];
+  const int head = blockIdx.x, row = blockIdx.y, tid = threadIdx.x, d_max = a.head_dim;
+  const RowKeys rk = row_keys(a, row);
+  float* out = a.out + (static_cast<int64_t>(row) * a.n_heads + head) * d_max;
+  if (rk.n_keys == 0) {
+    for (int d = tid; d < d_max; d += kMergeThreads) out[d] = 0.0f;
+    return;
+  }
+  const int parts = (rk.n_keys + kDecodePartitionKeys - 1) / kDecodePartitionKeys;
+  const int64_t base = (static_cast<int64_t>(row) * a.n_heads + head) * a.n_partitions;
+  const float2* ml = a.partial_ml + base;
+  float m = -INFINITY;
+  for (int p = 0; p < parts; ++p) m = fmaxf(m, ml[p].x);
+  for (int p = tid; p < parts; p += kMergeThreads) s_w[p] = expf(ml[p].x - m);
+  __syncthreads();
+  float l = 0.0f;
+  for (int p = 0; p < parts; ++p) l += ml[p].y * s_w[p];
+  const float inv = 1.0f / l;
+  const float* acc = a.partial_acc + base * d_max;
+  for (int d = tid; d < d_max; d += kMergeThreads) {
+    float sum = 0.0f;
+    for (int p = 0; p < parts; ++p) sum += acc[static_cast<int64_t>(p) * d_max + d] * s_w[p];
+    out[d] = sum * inv;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Prefill kernel (tensor cores). grid (n_heads, ceil(rows / kBlockRows)), blocks of the last rows first
+// (they have the most keys). Warp w owns rows [w * 16 * kMTiles, (w + 1) * 16 * kMTiles) of the block.
+template <int kHeadDim>
+struct PrefillTraits {
+  static constexpr int kWarps = kHeadDim == 256 ? 8 : 4;
+  static constexpr int kMTiles = kHeadDim == 256 ? 1 : 2;  // 16-row MMA tiles per warp
+  static constexpr int kBlockRows = 16 * kMTiles * kWarps;  // 128
+  static constexpr int kBlockKeys = kHeadDim >= 128 ? 32 : 64;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kStride = kHeadDim + 8;  // bf16 per shared row: +16 bytes keeps ldmatrix conflict-free
+  static constexpr size_t kSmemBytes = size_t{kBlockRows + 4 * kBlockKeys} * kStride * sizeof(bf16);
+  static_assert(kHeadDim % 16 == 0 && kBlockKeys % 16 == 0);
+  static_assert((kBlockKeys * kHeadDim / 8) % kThreads == 0);
+};
+
+// K and V of keys [tile * kBlockKeys, +kBlockKeys) of one block table into shared memory as bf16; keys at
+// or past `key_end` are zero-filled. BF16 caches go through cp.async; F32 caches are converted on the way.
+template <typename T, int kHeadDim>
+__device__ __forceinline__ void prefill_load_kv(const AttentionArgs& a, const int32_t* table, int kv_head, int tile,
+                                                int key_end, bf16* s_k, bf16* s_v) {
+  using Tr = PrefillTraits<kHeadDim>;
+  constexpr int kPieces = kHeadDim / 8;  // 16-byte bf16 pieces per key
+  const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * kHeadDim;
+#pragma unroll
+  for (int j = 0; j < Tr::kBlockKeys * kPieces / Tr::kThreads; ++j) {
+    const int idx = j * Tr::kThreads + threadIdx.x;
+    const int kr = idx / kPieces, c = (idx % kPieces) * 8;
+    const int key = tile * Tr::kBlockKeys + kr;
+    const bool valid = key < key_end;
+    int64_t offset = 0;
+    if (valid) {
+      const int64_t slot = static_cast<int64_t>(table[key / a.page_size]) * a.page_size + key % a.page_size;
+      require(slot >= 0 && slot < a.cache_slots);
+      offset = slot * kv_dim + kv_head * kHeadDim + c;
+    }
+    bf16* dk = s_k + kr * Tr::kStride + c;
+    bf16* dv = s_v + kr * Tr::kStride + c;
+    if constexpr (sizeof(T) == 2) {
+      cp_async_16(dk, static_cast<const bf16*>(a.k_cache) + offset, valid);
+      cp_async_16(dv, static_cast<const bf16*>(a.v_cache) + offset, valid);
+    } else {
+      float4 k0 = make_float4(0, 0, 0, 0), k1 = k0, v0 = k0, v1 = k0;
+      if (valid) {
+        const float* kp = static_cast<const float*>(a.k_cache) + offset;
+        const float* vp = static_cast<const float*>(a.v_cache) + offset;
+        k0 = *reinterpret_cast<const float4*>(kp);
+        k1 = *reinterpret_cast<const float4*>(kp + 4);
+        v0 = *reinterpret_cast<const float4*>(vp);
+        v1 = *reinterpret_cast<const float4*>(vp + 4);
+      }
+      *reinterpret_cast<uint4*>(dk) =
+          make_uint4(pack_bf16x2(k0.x, k0.y), pack_bf16x2(k0.z, k0.w), pack_bf16x2(k1.x, k1.y), pack_bf16x2(k1.z, k1.w));
+      *reinterpret_cast<uint4*>(dv) =
+          make_uint4(pack_bf16x2(v0.x, v0.y), pack_bf16x2(v0.z, v0.w), pack_bf16x2(v1.x, v1.y), pack_bf16x2(v1.z, v1.w));
+    }
+  }
+}
+
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(PrefillTraits<kHeadDim>::kThreads, 1) attention_prefill_tiles(const AttentionArgs a) {
+  using Tr = PrefillTraits<kHeadDim>;
+  constexpr int kBM = Tr::kBlockRows, kBN = Tr::kBlockKeys, kMT = Tr::kMTiles, kStride = Tr::kStride;
+  constexpr int kNTiles = kBN / 8;        // 8-key column tiles of S
+  constexpr int kDTiles = kHeadDim / 8;   // 8-wide column tiles of O
+  extern __shared__ __align__(16) uint8_t smem[];
+  bf16* s_q = reinterpret_cast<bf16*>(smem);  // [kBM][kStride]
+  bf16* s_k = s_q + kBM * kStride;            // [2][kBN][kStride]
+  bf16* s_v = s_k + 2 * kBN * kStride;        // [2][kBN][kStride]
+  __shared__ int s_table[kBM], s_nkeys[kBM];
+
+  const int head = blockIdx.x, kv_head = head / a.group;
+  const int r0 = (gridDim.y - 1 - blockIdx.y) * kBM;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int64_t q_stride = static_cast<int64_t>(a.n_heads) * kHeadDim;
+
+  for (int i = tid; i < kBM; i += Tr::kThreads) {
+    const int r = r0 + i;
+    int table = -1, n_keys = 0;
+    if (r < a.rows) {
+      table = a.row_table[r];
+      require(table >= 0 && table < a.n_tables);
+      n_keys = a.prefix_lens[r];
+      require(n_keys >= 0 && static_cast<int64_t>(n_keys) <= static_cast<int64_t>(a.max_pages) * a.page_size);
+    }
+    s_table[i] = table;
+    s_nkeys[i] = n_keys;
+  }
+  for (int i = tid; i < kBM * kHeadDim / 4; i += Tr::kThreads) {
+    const int rr = i / (kHeadDim / 4), c = (i % (kHeadDim / 4)) * 4;
+    float4 x = make_float4(0, 0, 0, 0);
+    if (r0 + rr < a.rows) x = *reinterpret_cast<const float4*>(a.q + (r0 + rr) * q_stride + head * kHeadDim + c);
+    *reinterpret_cast<uint2*>(s_q + rr * kStride + c) = make_uint2(pack_bf16x2(x.x, x.y), pack_bf16x2(x.z, x.w));
+  }
+  __syncthreads();
+
+  const float scale_log2 = a.scale * 1.4426950408889634f;  // scores in log2 units: exp2 below
+  const int warp_row0 = warp * 16 * kMT;
+  float o[kMT][kDTiles][4];
+  float m[kMT][2], l[kMT][2];  // [m-tile][row lane/4, row lane/4 + 8]
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int dt = 0; dt < kDTiles; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][dt][e] = 0.0f;
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.0f;
+  }
+
+  // Runs of consecutive rows with the same block table; rows past a.rows (table -1) end the block.
+  for (int run_begin = 0; run_begin < kBM && s_table[run_begin] >= 0;) {
+    const int table_id = s_table[run_begin];
+    int run_end = run_begin + 1, key_end = s_nkeys[run_begin];
+    while (run_end < kBM && s_table[run_end] == table_id) key_end = max(key_end, s_nkeys[run_end++]);
+    int row_keys_of[kMT][2];  // this thread's rows' key counts, 0 outside the run
+    int warp_key_end = 0;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int rr = warp_row0 + mt * 16 + half * 8 + lane / 4;
+        row_keys_of[mt][half] = rr >= run_begin && rr < run_end ? s_nkeys[rr] : 0;
+      }
+    for (int rr = max(warp_row0, run_begin); rr < min(warp_row0 + 16 * kMT, run_end); ++rr)
+      warp_key_end = max(warp_key_end, s_nkeys[rr]);
+    const int32_t* table = a.block_tables + static_cast<int64_t>(table_id) * a.max_pages;
+    const int n_tiles = (key_end + kBN - 1) / kBN;
+
+    if (n_tiles > 0) prefill_load_kv<T, kHeadDim>(a, table, kv_head, 0, key_end, s_k, s_v);
+    cp_async_commit();
+    for (int t = 0; t < n_tiles; ++t) {
+      const int stage = t & 1;
+      if (t + 1 < n_tiles) {
+        prefill_load_kv<T, kHeadDim>(a, table, kv_head, t + 1, key_end, s_k + (stage ^ 1) * kBN * kStride,
+                                     s_v + (stage ^ 1) * kBN * kStride);
+        cp_async_commit();
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();
+      if (t * kBN < warp_key_end) {
+        const bf16* sk = s_k + stage * kBN * kStride;
+        const bf16* sv = s_v + stage * kBN * kStride;
+        // S = Q Kᵀ for the warp's rows and the tile's keys.
+        float s[kMT][kNTiles][4];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
+        // Unrolled by 2, not fully: a full unroll hoists every k-step's ldmatrix and spills at head_dim 128.
+#pragma unroll 2
+        for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+          uint32_t qa[kMT][4];
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt)
+            ldmatrix_x4(qa[mt], s_q + (warp_row0 + mt * 16 + lane % 16) * kStride + ks * 16 + (lane / 16) * 8);
+#pragma unroll
+          for (int np = 0; np < kBN / 16; ++np) {
+            uint32_t kb[4];
+            ldmatrix_x4(kb, sk + (np * 16 + lane % 8 + (lane / 16) * 8) * kStride + ks * 16 + ((lane / 8) % 2) * 8);
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt) {
+              mma_bf16_16x8x16(s[mt][2 * np], qa[mt], kb[0], kb[1]);
+              mma_bf16_16x8x16(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
+            }
+          }
+        }
+        // Mask (key position >= the row's key count), online softmax in log2 units.
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int keys = row_keys_of[mt][half];
+            float mx = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const int key = t * kBN + nt * 8 + (lane % 4) * 2 + e;
+                float& x = s[mt][nt][half * 2 + e];
+                x = key < keys ? x * scale_log2 : -INFINITY;
+                mx = fmaxf(mx, x);
+              }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_new = fmaxf(m[mt][half], mx);
+            const float m_ref = m_new == -INFINITY ? 0.0f : m_new;  // no key yet: keep everything at 0
+            const float alpha = exp2f(m[mt][half] - m_ref);
+            float row_sum = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                float& x = s[mt][nt][half * 2 + e];
+                x = exp2f(x - m_ref);
+                row_sum += x;
+              }
+            l[mt][half] = l[mt][half] * alpha + row_sum;  // this lane's share; summed over the quad at the end
+            m[mt][half] = m_new;
+#pragma unroll
+            for (int dt = 0; dt < kDTiles; ++dt) {
+              o[mt][dt][half * 2] *= alpha;
+              o[mt][dt][half * 2 + 1] *= alpha;
+            }
+          }
+        }
+        // O += P V.
+#pragma unroll
+        for (int kk = 0; kk < kBN / 16; ++kk) {
+          uint32_t pa[kMT][4];
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            pa[mt][0] = pack_bf16x2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+            pa[mt][1] = pack_bf16x2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+            pa[mt][2] = pack_bf16x2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+            pa[mt][3] = pack_bf16x2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+          }
+#pragma unroll
+          for (int dp = 0; dp < kHeadDim / 16; ++dp) {
+            uint32_t vb[4];
+            ldmatrix_x4_trans(vb, sv + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * kStride + dp * 16 + (lane / 16) * 8);
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt) {
+              mma_bf16_16x8x16(o[mt][2 * dp], pa[mt], vb[0], vb[1]);
+              mma_bf16_16x8x16(o[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
+            }
+          }
+        }
+      }
+      __syncthreads();  // the stage is free for tile t + 2
+    }
+    run_begin = run_end;
+  }
+
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float lt = l[mt][half];
+      lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+      lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+      const float inv = lt > 0.0f ? 1.0f / lt : 0.0f;
+      const int r = r0 + warp_row0 + mt * 16 + half * 8 + lane / 4;
+      if (r < a.rows) {
+        float* out = a.out + r * q_stride + head * kHeadDim + (lane % 4) * 2;
+#pragma unroll
+        for (int dt = 0; dt < kDTiles; ++dt)
+          *reinterpret_cast<float2*>(out + dt * 8) = make_float2(o[mt][dt][half * 2] * inv, o[mt][dt][half * 2 + 1] * inv);
+      }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Launchers.
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Head dims with tuned kernels (both families); others take the generic kernels.
+bool tuned_head_dim(int d) { return d == 16 || d == 32 || d == 64 || d == 128 || d == 256; }
+
+// Query heads per decode block: the largest of 8, 4, 2, 1 dividing the GQA group.
+int decode_heads_per_block(int group) { return group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1; }
+
+template <typename T, int kHeadDim, int kGroup>
+void launch_decode_partition(const Context& c, const AttentionArgs& a) {
+  using Tr = DecodeTraits<T, kHeadDim, kGroup>;
+  auto kernel = attention_decode_partition<T, kHeadDim, kGroup>;
+  HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(Tr::kSmemBytes)));
+  const dim3 grid(a.n_partitions, a.n_kv_heads * (a.group / kGroup), a.rows);
+  kernel<<<grid, kDecodeThreads, Tr::kSmemBytes, c.stream>>>(a);
+}
+
+template <typename T, int kHeadDim>
+void launch_decode_partition_dim(const Context& c, const AttentionArgs& a) {
+  switch (decode_heads_per_block(a.group)) {
+    case 8: return launch_decode_partition<T, kHeadDim, 8>(c, a);
+    case 4: return launch_decode_partition<T, kHeadDim, 4>(c, a);
+    case 2: return launch_decode_partition<T, kHeadDim, 2>(c, a);
+    default: return launch_decode_partition<T, kHeadDim, 1>(c, a);
+  }
+}
+
+template <typename T>
+void launch_decode(const Context& c, const AttentionArgs& a, bool tuned) {
+  if (tuned) {
+    switch (a.head_dim) {
+      case 16: launch_decode_partition_dim<T, 16>(c, a); break;
+      case 32: launch_decode_partition_dim<T, 32>(c, a); break;
+      case 64: launch_decode_partition_dim<T, 64>(c, a); break;
+      case 128: launch_decode_partition_dim<T, 128>(c, a); break;
+      default: launch_decode_partition_dim<T, 256>(c, a); break;
+    }
+  } else {
+    const dim3 grid(a.n_partitions, a.n_heads, a.rows);
+    attention_decode_partition_generic<T><<<grid, kGenericThreads, 0, c.stream>>>(a);
+  }
+  HELIUM_CUDA_CHECK(cudaGetLastError());
+  const dim3 grid(a.n_heads, a.rows);
+  attention_decode_merge<<<grid, kMergeThreads, a.n_partitions * sizeof(float), c.stream>>>(a);
+  HELIUM_CUDA_CHECK(cudaGetLastError());
+}
+
+// Shared memory a block may opt in to on the current device (99 KB on sm_86/89, 163 KB on sm_80, 227 KB
+// on sm_90).
+int max_shared_bytes_per_block() {
+  int device = 0, bytes = 0;
+  HELIUM_CUDA_CHECK(cudaGetDevice(&device));
+  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return bytes;
+}
+
+template <typename T, int kHeadDim>
+void launch_prefill_tiles(const Context& c, const AttentionArgs& a) {
+  using Tr = PrefillTraits<kHeadDim>;
+  if (Tr::kSmemBytes + sizeof(int) * 2 * Tr::kBlockRows > static_cast<size_t>(max_shared_bytes_per_block())) {
+    const dim3 grid(a.n_heads, a.rows);  // e.g. head_dim 256 on sm_89
+    attention_rows_generic<T><<<grid, kGenericThreads, 0, c.stream>>>(a);
+    return;
+  }
+  auto kernel = attention_prefill_tiles<T, kHeadDim>;
+  HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(Tr::kSmemBytes)));
+  const dim3 grid(a.n_heads, (a.rows + Tr::kBlockRows - 1) / Tr::kBlockRows);
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, c.stream>>>(a);
+}
+
+template <typename T>
+void launch_prefill(const Context& c, const AttentionArgs& a, bool tuned) {
+  if (tuned) {
+    switch (a.head_dim) {
+      case 16: launch_prefill_tiles<T, 16>(c, a); break;
+      case 32: launch_prefill_tiles<T, 32>(c, a); break;
+      case 64: launch_prefill_tiles<T, 64>(c, a); break;
+      case 128: launch_prefill_tiles<T, 128>(c, a); break;
+      default: launch_prefill_tiles<T, 256>(c, a); break;
+    }
+  } else {
+    const dim3 grid(a.n_heads, a.rows);
+    attention_rows_generic<T><<<grid, kGenericThreads, 0, c.stream>>>(a);
+  }
+  HELIUM_CUDA_CHECK(cudaGetLastError());
+}
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  const auto a0 = reinterpret_cast<uintptr_t>(a.data), b0 = reinterpret_cast<uintptr_t>(b.data);
+  return a0 < b0 + b.bytes() && b0 < a0 + a.bytes();
+}
+
+int64_t decode_partitions(int64_t max_keys) { return (max_keys + kDecodePartitionKeys - 1) / kDecodePartitionKeys; }
+
+}  // namespace
+
+size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context) {
+  // Partials of the decode path only: rows <= kMaxDecodeRows, {m, l} + head_dim floats per partition.
+  const int64_t rows = std::min(max_rows, kMaxDecodeRows);
+  return static_cast<size_t>(rows * max_heads * decode_partitions(max_context) * (max_head_dim + 2));
+}
+
+void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+               const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out) {
+  constexpr const char* op = "attention";
+  HELIUM_CUDA_REQUIRE(op, shape.n_heads > 0 && shape.n_kv_heads > 0 && shape.n_heads % shape.n_kv_heads == 0);
+  HELIUM_CUDA_REQUIRE(op, shape.head_dim > 0 && shape.head_dim <= kGenericMaxHeadDim);
+  HELIUM_CUDA_REQUIRE(op, std::isfinite(shape.scale));
+  HELIUM_CUDA_REQUIRE(op, q.dtype == DType::F32 && out.dtype == DType::F32);
+  HELIUM_CUDA_REQUIRE(op, k_cache.dtype == v_cache.dtype && (k_cache.dtype == DType::BF16 || k_cache.dtype == DType::F32));
+  const int64_t q_dim = static_cast<int64_t>(shape.n_heads) * shape.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(shape.n_kv_heads) * shape.head_dim;
+  const int64_t rows = rows_of(q);
+  HELIUM_CUDA_REQUIRE(op, cols_of(q) == q_dim && rows_of(out) == rows && cols_of(out) == q_dim);
+  HELIUM_CUDA_REQUIRE(op, cols_of(k_cache) == kv_dim && cols_of(v_cache) == kv_dim && rows_of(k_cache) == rows_of(v_cache));
+  if (rows == 0) return;
+  HELIUM_CUDA_REQUIRE(op, q.data != nullptr && out.data != nullptr && k_cache.data != nullptr && v_cache.data != nullptr);
+  HELIUM_CUDA_REQUIRE(op, !overlaps(out, q) && !overlaps(out, k_cache) && !overlaps(out, v_cache));
+  HELIUM_CUDA_REQUIRE(op, layout.page_size > 0);
+  HELIUM_CUDA_REQUIRE(op, layout.block_tables.dtype == DType::I32 && layout.block_tables.rank == 2 &&
+                              layout.block_tables.data != nullptr);
+  HELIUM_CUDA_REQUIRE(op, layout.row_table.dtype == DType::I32 && layout.row_table.numel() >= rows &&
+                              layout.row_table.data != nullptr);
+  HELIUM_CUDA_REQUIRE(op, layout.prefix_lens.dtype == DType::I32 && layout.prefix_lens.numel() >= rows &&
+                              layout.prefix_lens.data != nullptr);
+  const bool tree = layout.tree_masks.data != nullptr;
+  HELIUM_CUDA_REQUIRE(op, !tree || (layout.tree_masks.dtype == DType::I64 && layout.tree_masks.numel() >= rows &&
+                                    layout.write_slots.dtype == DType::I32 && layout.write_slots.numel() >= rows &&
+                                    layout.write_slots.data != nullptr));
+  const bool decode = rows <= kMaxDecodeRows;
+  HELIUM_CUDA_REQUIRE(op, decode || !tree);  // tree rows (bits over rows < 64) only in decode/verify batches
+
+  AttentionArgs a{};
+  a.q = q.as<float>();
+  a.k_cache = k_cache.data;
+  a.v_cache = v_cache.data;
+  a.out = out.as<float>();
+  a.block_tables = layout.block_tables.as<int32_t>();
+  a.row_table = layout.row_table.as<int32_t>();
+  a.prefix_lens = layout.prefix_lens.as<int32_t>();
+  a.tree_masks = tree ? layout.tree_masks.as<int64_t>() : nullptr;
+  a.write_slots = tree ? layout.write_slots.as<int32_t>() : nullptr;
+  a.rows = static_cast<int>(rows);
+  a.n_heads = shape.n_heads;
+  a.n_kv_heads = shape.n_kv_heads;
+  a.head_dim = shape.head_dim;
+  a.group = shape.n_heads / shape.n_kv_heads;
+  a.scale = shape.scale;
+  a.page_size = layout.page_size;
+  a.n_tables = static_cast<int>(layout.block_tables.dim(0));
+  a.max_pages = static_cast<int>(layout.block_tables.dim(1));
+  a.cache_slots = rows_of(k_cache);
+  a.max_keys = std::numeric_limits<int>::max();
+
+  const bool bf16_cache = k_cache.dtype == DType::BF16;
+  const bool tuned = tuned_head_dim(shape.head_dim) && aligned16(q.data) && aligned16(k_cache.data) &&
+                     aligned16(v_cache.data) && aligned16(out.data);
+  if (decode) {
+    // The grid covers layout.max_keys positions (a host value: a captured graph keeps it), and blocks past
+    // a row's keys exit at once. Sizing it from Context::max_context instead would make a 64-row step at
+    // short contexts launch 64 x kv_heads x 128 mostly empty blocks per layer.
+    HELIUM_CUDA_REQUIRE(op, layout.max_keys > 0);
+    a.max_keys = layout.max_keys;
+    const int64_t parts = decode_partitions(layout.max_keys);
+    const int64_t partial_floats = rows * shape.n_heads * parts;
+    HELIUM_CUDA_REQUIRE(op, c.attention_scratch != nullptr &&
+                                static_cast<size_t>(partial_floats * (shape.head_dim + 2)) <= c.attention_scratch_floats);
+    HELIUM_CUDA_REQUIRE(op, parts * sizeof(float) <= 48 * 1024);  // merge weights in shared memory
+    a.n_partitions = static_cast<int>(parts);
+    a.partial_ml = reinterpret_cast<float2*>(c.attention_scratch);
+    a.partial_acc = c.attention_scratch + 2 * partial_floats;
+    if (bf16_cache) launch_decode<bf16>(c, a, tuned);
+    else launch_decode<float>(c, a, tuned);
+  } else {
+    if (bf16_cache) launch_prefill<bf16>(c, a, tuned);
+    else launch_prefill<float>(c, a, tuned);
+  }
+}
+
+}  // namespace helium::cuda
