@@ -10,13 +10,15 @@
 //    other rows, on the grid size or on the cache slots the values live in. A tree row whose keys are
 //    (prefix up to the root) + (ancestors, itself) visits them at positions prefix_len, prefix_len + 1, ...
 //    exactly like a linear row at the same position, so both give bitwise the same output.
-//  - Prefill (rows > kMaxDecodeRows, no tree rows): FlashAttention-2-style tiles. A block takes 128
-//    consecutive batch rows and one query head, converts Q to bf16, and streams bf16 K/V tiles of the
-//    rows' sequence through the block table into shared memory (cp.async, two stages), with mma.sync
-//    m16n8k16 (bf16 in, f32 accumulate) for q·kᵀ and p·v and an online softmax in f32. Each row masks keys
-//    at positions >= its prefix_len (causal for a prompt chunk). Rows of one block that belong to
-//    different sequences are handled in runs of consecutive rows sharing a block table: the block streams
-//    each run's keys in turn and every row takes part only in its own run.
+//  - Prefill (rows > kMaxDecodeRows): FlashAttention-2-style tiles. A block takes 128 consecutive batch
+//    rows and one query head, converts Q to bf16, and streams bf16 K/V tiles of the rows' sequence through
+//    the block table into shared memory (cp.async, two stages), with mma.sync m16n8k16 (bf16 in, f32
+//    accumulate) for q·kᵀ and p·v and an online softmax in f32. Each row masks keys at positions >= its
+//    prefix_len (causal for a prompt chunk). Rows of one block that belong to different sequences are
+//    handled in runs of consecutive rows sharing a block table: the block streams each run's keys in turn
+//    and every row takes part only in its own run. No tree rows here: tree_masks must be empty or all
+//    zero (a set bit traps). Which path a row takes depends only on the batch's row count, so a prompt
+//    prefilled with the same chunking always gets the same attention outputs (cuda_backend.h).
 //  - Generic (any head_dim up to kGenericMaxHeadDim, or tensors not 16-byte aligned): scalar loads, one
 //    query head per block, the same partitions; the decode form writes the same partials as the fast
 //    kernel. A correctness path for shapes the tuned kernels do not cover.
@@ -46,7 +48,7 @@ constexpr int kDecodePartitionKeys = 256;
 constexpr int kDecodeThreads = 128;
 constexpr int kDecodeStages = 4;             // cp.async ring depth of the decode kernel
 constexpr int kDecodeStageBytes = 16 << 10;  // bytes of one ring stage
-constexpr int kMergeThreads = 128;
+constexpr int kMergeThreads = 256;
 constexpr int kGenericThreads = 128;
 constexpr int kGenericMaxHeadDim = 512;
 constexpr int kGenericDimsPerThread = kGenericMaxHeadDim / kGenericThreads;
@@ -586,10 +588,16 @@ __global__ void __launch_bounds__(kGenericThreads) attention_rows_generic(const 
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Merge: grid (n_heads, rows). out = sum_p acc_p w_p / sum_p l_p w_p with w_p = exp(m_p - max_p m_p),
-// over the row's partitions in increasing order. Dynamic shared memory: n_partitions floats.
+// Merge: grid (n_heads, rows). out = sum_p acc_p w_p / sum_p l_p w_p with w_p = exp(m_p - max_p m_p) over
+// the row's partitions. The order is fixed by (partition count, head_dim): l sums the partitions in
+// increasing order; for acc, thread (slice s, d) sums partitions s, s + slices, ... in increasing order and
+// the slices are then added in slice order (slices = kMergeThreads / head_dim, so that a single row's
+// merge keeps enough loads in flight). Dynamic shared memory: n_partitions + kMergeThreads floats.
 __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const AttentionArgs a) {
-  extern __shared__ float s_w[];
+  extern __shared__ float s_merge[];
+  float* s_w = s_merge;                     // [n_partitions] weights w_p
+  float* s_slice = s_merge + a.n_partitions;  // [slices][head_dim] slice sums
+  __shared__ float s_red[kMergeThreads / 32];
   const int head = blockIdx.x, row = blockIdx.y, tid = threadIdx.x, d_max = a.head_dim;
   const RowKeys rk = row_keys(a, row);
   float* out = a.out + (static_cast<int64_t>(row) * a.n_heads + head) * d_max;
@@ -600,18 +608,41 @@ __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const At
   const int parts = (rk.n_keys + kDecodePartitionKeys - 1) / kDecodePartitionKeys;
   const int64_t base = (static_cast<int64_t>(row) * a.n_heads + head) * a.n_partitions;
   const float2* ml = a.partial_ml + base;
-  float m = -INFINITY;
-  for (int p = 0; p < parts; ++p) m = fmaxf(m, ml[p].x);
+  float m = -INFINITY;  // a max: exact in any order
+  for (int p = tid; p < parts; p += kMergeThreads) m = fmaxf(m, ml[p].x);
+  m = warp_max(m);
+  if (tid % 32 == 0) s_red[tid / 32] = m;
+  __syncthreads();
+  for (int w = 0; w < kMergeThreads / 32; ++w) m = fmaxf(m, s_red[w]);
   for (int p = tid; p < parts; p += kMergeThreads) s_w[p] = expf(ml[p].x - m);
   __syncthreads();
   float l = 0.0f;
+#pragma unroll 8
   for (int p = 0; p < parts; ++p) l += ml[p].y * s_w[p];
   const float inv = 1.0f / l;
   const float* acc = a.partial_acc + base * d_max;
-  for (int d = tid; d < d_max; d += kMergeThreads) {
-    float sum = 0.0f;
-    for (int p = 0; p < parts; ++p) sum += acc[static_cast<int64_t>(p) * d_max + d] * s_w[p];
-    out[d] = sum * inv;
+  const int slices = d_max >= kMergeThreads ? 1 : kMergeThreads / d_max;
+  if (slices == 1) {
+    for (int d = tid; d < d_max; d += kMergeThreads) {
+      float sum = 0.0f;
+#pragma unroll 8
+      for (int p = 0; p < parts; ++p) sum += acc[static_cast<int64_t>(p) * d_max + d] * s_w[p];
+      out[d] = sum * inv;
+    }
+  } else {
+    const int slice = tid / d_max, d = tid % d_max;
+    if (slice < slices) {
+      float sum = 0.0f;
+#pragma unroll 8
+      for (int p = slice; p < parts; p += slices) sum += acc[static_cast<int64_t>(p) * d_max + d] * s_w[p];
+      s_slice[slice * d_max + d] = sum;
+    }
+    __syncthreads();
+    if (tid < d_max) {
+      float sum = 0.0f;
+      for (int sl = 0; sl < slices; ++sl) sum += s_slice[sl * d_max + tid];
+      out[tid] = sum * inv;
+    }
   }
 }
 
@@ -699,6 +730,7 @@ __global__ void __launch_bounds__(PrefillTraits<kHeadDim>::kThreads, 1) attentio
       require(table >= 0 && table < a.n_tables);
       n_keys = a.prefix_lens[r];
       require(n_keys >= 0 && static_cast<int64_t>(n_keys) <= static_cast<int64_t>(a.max_pages) * a.page_size);
+      require(a.tree_masks == nullptr || a.tree_masks[r] == 0);  // tree rows only in decode/verify batches
     }
     s_table[i] = table;
     s_nkeys[i] = n_keys;
@@ -918,7 +950,7 @@ void launch_decode(const Context& c, const AttentionArgs& a, bool tuned) {
   }
   HELIUM_CUDA_CHECK(cudaGetLastError());
   const dim3 grid(a.n_heads, a.rows);
-  attention_decode_merge<<<grid, kMergeThreads, a.n_partitions * sizeof(float), c.stream>>>(a);
+  attention_decode_merge<<<grid, kMergeThreads, (a.n_partitions + kMergeThreads) * sizeof(float), c.stream>>>(a);
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -1006,7 +1038,6 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
                                     layout.write_slots.dtype == DType::I32 && layout.write_slots.numel() >= rows &&
                                     layout.write_slots.data != nullptr));
   const bool decode = rows <= kMaxDecodeRows;
-  HELIUM_CUDA_REQUIRE(op, decode || !tree);  // tree rows (bits over rows < 64) only in decode/verify batches
 
   AttentionArgs a{};
   a.q = q.as<float>();
@@ -1043,7 +1074,7 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
     const int64_t partial_floats = rows * shape.n_heads * parts;
     HELIUM_CUDA_REQUIRE(op, c.attention_scratch != nullptr &&
                                 static_cast<size_t>(partial_floats * (shape.head_dim + 2)) <= c.attention_scratch_floats);
-    HELIUM_CUDA_REQUIRE(op, parts * sizeof(float) <= 48 * 1024);  // merge weights in shared memory
+    HELIUM_CUDA_REQUIRE(op, (parts + kMergeThreads) * sizeof(float) <= 48 * 1024);  // merge's shared memory
     a.n_partitions = static_cast<int>(parts);
     a.partial_ml = reinterpret_cast<float2*>(c.attention_scratch);
     a.partial_acc = c.attention_scratch + 2 * partial_floats;

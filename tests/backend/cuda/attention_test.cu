@@ -269,8 +269,9 @@ class CudaAttentionTest : public testing::Test {
     if (ctx_.stream != nullptr) cudaStreamDestroy(ctx_.stream);
   }
 
-  // One attention call; returns out (rows, n_heads * head_dim). max_keys 0: the rows' own maximum.
-  std::vector<float> run(const PagedCache& c, const Rows& rows, int max_keys = 0) {
+  // One attention call; returns out (rows, n_heads * head_dim). max_keys 0: the rows' own maximum. Tree
+  // masks are passed when a row has one, or (all zero) when `pass_masks` is set.
+  std::vector<float> run(const PagedCache& c, const Rows& rows, int max_keys = 0, bool pass_masks = false) {
     const Shape& s = c.shape();
     const int64_t n = rows.count();
     DeviceMemory q = upload(rows.q), table = upload(rows.table), prefix = upload(rows.prefix);
@@ -282,7 +283,7 @@ class CudaAttentionTest : public testing::Test {
     layout.block_tables = c.tables_tensor();
     layout.row_table = Tensor(table.get(), DType::I32, {n});
     layout.prefix_lens = Tensor(prefix.get(), DType::I32, {n});
-    if (rows.has_tree()) {
+    if (rows.has_tree() || pass_masks) {
       layout.tree_masks = Tensor(mask.get(), DType::I64, {n});
       layout.write_slots = Tensor(slots.get(), DType::I32, {n});
     }
@@ -583,7 +584,7 @@ TEST_F(CudaAttentionTest, PrefillMatchesReference) {
     const std::vector<float> chunk_out = run(c, chunks);
     expect_matches_reference(c, chunks, chunk_out, bf16, "prefill, chunks of three sequences and three single rows");
     expect_matches_reference(c, shuffled, run(c, shuffled), bf16, "prefill, the same rows shuffled");
-    expect_matches_reference(c, smallest, run(c, smallest), bf16, "prefill, 65 rows");
+    expect_matches_reference(c, smallest, run(c, smallest, 0, true), bf16, "prefill, 65 rows (all-zero tree masks)");
   }
 }
 
@@ -609,7 +610,9 @@ TEST(CudaAttentionChecks, BadCallsAbort) {
   const Tensor cache(fake, DType::BF16, {128, 128});
   auto q = [&](int64_t rows) { return Tensor(fake, DType::F32, {rows, 256}); };
   auto out = [&](int64_t rows) { return Tensor(reinterpret_cast<void*>(uintptr_t{1} << 40), DType::F32, {rows, 256}); };
-  EXPECT_DEATH(cuda::attention(ctx, q(100), cache, cache, shape, layout_for(100, true), out(100)), "attention");
+  AttentionLayout no_bound = layout_for(4, true);
+  no_bound.max_keys = 0;
+  EXPECT_DEATH(cuda::attention(ctx, q(4), cache, cache, shape, no_bound, out(4)), "max_keys");
   EXPECT_DEATH(cuda::attention(ctx, q(4), cache, Tensor(fake, DType::F32, {128, 128}), shape, layout_for(4, false), out(4)),
                "attention");
   EXPECT_DEATH(cuda::attention(ctx, q(4), cache, cache, AttentionShape{4, 3, 64, 0.125f}, layout_for(4, false), out(4)),
