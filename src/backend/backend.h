@@ -81,11 +81,12 @@ struct RopeParams {
 // (speculation) attend to the prefix up to their root, then to their ancestors and themselves.
 // All tensors live in the backend's memory. tree_masks may be empty (data == nullptr): no tree rows.
 //
-// Transitional: row_offsets/slots (an explicit slot list per row) is the form the CPU kernels read
-// until they read the paged form; kv/ fills both.
+// row_offsets/slots is the same information as an explicit slot list per row (row r: slots[row_offsets[r]
+// .. row_offsets[r + 1])), the form the CPU kernels read: callers leave it empty and the CPU backend
+// derives it; its tests may pass it directly.
 struct AttentionLayout {
-  Tensor row_offsets;  // (rows + 1) I32
-  Tensor slots;        // (total) I32
+  Tensor row_offsets;  // (rows + 1) I32, or empty
+  Tensor slots;        // (total) I32, or empty
 
   int page_size = 0;
   Tensor block_tables;  // (tables, max_pages) I32: page ids
@@ -144,6 +145,12 @@ class Backend {
   virtual void add(const Tensor& a, const Tensor& b, Tensor out) = 0;
   // out(n, dim) = x(rows, dim)[index(n) I32].
   virtual void gather_rows(const Tensor& x, const Tensor& index, Tensor out) = 0;
+  // x[dst[i]] = x[src[i]] for the rows of x (rows, dim), any dtype; src (n) and dst (n) I32, the dst rows
+  // distinct and none of them a src row (moves accepted speculation KV into place).
+  virtual void copy_rows(Tensor x, const Tensor& src, const Tensor& dst) = 0;
+  // t = offset + scale * u, u uniform in [-1, 1) from splitmix64(seed ^ splitmix64(i)) for element i: the
+  // same values on every backend (dummy weights: real shapes without weight files).
+  virtual void fill_random(Tensor t, uint64_t seed, float offset, float scale) = 0;
 };
 
 }  // namespace helium

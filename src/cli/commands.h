@@ -27,7 +27,8 @@ struct RunOptions {
   bool ignore_eos = false;
   int threads = 0;
   int64_t context = 0;
-  std::string device = "cpu";
+  std::string device = "auto";
+  std::string load_format = "weights";
   bool show_ids = false;
 };
 

@@ -44,13 +44,18 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_flag("--ignore-eos", o.ignore_eos, "Keep generating past end-of-sequence tokens");
   run->add_option("-t,--threads", o.threads, "CPU threads (0 = all)")->check(CLI::NonNegativeNumber);
   run->add_option("-c,--ctx-size", o.context, "Context length in tokens (0 = the model's, at most 32768)");
-  run->add_option("--device", o.device, "Device to run on")->check(CLI::IsMember({"cpu"}));
+  run->add_option("--device", o.device, "Device to run on: auto (a GPU when present), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  run->add_option("--load-format", o.load_format,
+                  "weights: read the checkpoint; dummy: deterministic random weights of the config's shapes")
+      ->check(CLI::IsMember({"weights", "dummy"}));
   run->add_flag("--show-ids", o.show_ids, "Print the prompt and generated token ids to stderr");
 }
 
 int run_command(const RunOptions& o) {
   EngineOptions eo;
   eo.device = o.device;
+  eo.load_format = o.load_format == "dummy" ? LoadFormat::Dummy : LoadFormat::Weights;
   eo.threads = o.threads;
   eo.context = o.context;
   const std::string model = o.model.empty() ? default_model_path() : o.model;

@@ -4,6 +4,9 @@
 #include <chrono>
 
 #include "backend/cpu/cpu_backend.h"
+#if HELIUM_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "models/config_reader.h"
 #include "sample/philox.h"
 
@@ -25,25 +28,51 @@ struct SequenceGuard {
 
 Engine::~Engine() = default;
 
+std::vector<std::string> available_devices() {
+#if HELIUM_HAVE_CUDA
+  return {"cpu", "cuda"};
+#else
+  return {"cpu"};
+#endif
+}
+
 Result<std::unique_ptr<Engine>> Engine::load(const std::string& model_dir, const EngineOptions& options) {
   std::unique_ptr<Engine> e(new Engine());
-  HELIUM_ASSIGN_OR_RETURN(e->checkpoint_, load_checkpoint(model_dir));
-  if (options.device == "cpu") {
-    e->backend_ = std::make_unique<CpuBackend>(options.threads);
-  } else {
-    return Status::error("device '" + options.device + "' is not available in this build (available: cpu)");
-  }
-  HELIUM_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::from_dir(model_dir));
+  HELIUM_ASSIGN_OR_RETURN(e->checkpoint_, load_checkpoint(model_dir, options.load_format));
   int64_t context = options.context;
   if (context <= 0) {
     ConfigReader r(e->checkpoint_.config, model_dir + "/config.json");
     context = std::min<int64_t>(r.integer_or("max_position_embeddings", 4096), 32768);
   }
+  std::string device = options.device;
+#if HELIUM_HAVE_CUDA
+  if (device == "auto") device = cuda_device_count() > 0 ? "cuda" : "cpu";
+  if (device == "cuda") {
+    CudaBackendOptions co;
+    co.max_rows = options.max_rows;
+    co.max_context = context;
+    HELIUM_ASSIGN_OR_RETURN(auto cuda, CudaBackend::create(co));
+    e->backend_ = std::move(cuda);
+  }
+#else
+  if (device == "auto") device = "cpu";
+#endif
+  if (device == "cpu") {
+    HELIUM_ASSIGN_OR_RETURN(auto cpu, CpuBackend::create(options.threads));
+    e->backend_ = std::move(cpu);
+  }
+  if (e->backend_ == nullptr) {
+    std::string list;
+    for (const auto& d : available_devices()) list += (list.empty() ? "" : ", ") + d;
+    return Status::error("device '" + options.device + "' is not available in this build (available: " + list + ")");
+  }
+  const DType kv_dtype = options.kv_dtype.value_or(device == "cpu" ? DType::F32 : DType::BF16);
+  HELIUM_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::from_dir(model_dir));
   ModelOptions mo;
   mo.max_rows = options.max_rows;
   mo.max_context = context;
   HELIUM_ASSIGN_OR_RETURN(e->model_, load_model(e->checkpoint_, *e->backend_, mo));
-  HELIUM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(*e->backend_, e->model_->kv_spec(), context, options.kv_dtype));
+  HELIUM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(*e->backend_, e->model_->kv_spec(), context, kv_dtype, mo.kv_page_size));
   e->eos_ids_ = e->checkpoint_.generation.eos_token_ids;
   if (auto eos = e->tokenizer_->eos_token_id(); eos && std::find(e->eos_ids_.begin(), e->eos_ids_.end(), *eos) == e->eos_ids_.end())
     e->eos_ids_.push_back(*eos);
@@ -77,8 +106,8 @@ Result<GenerationResult> Engine::generate(const GenerationRequest& req, const To
   if (prompt_len + 1 > context())
     return Status::error("the prompt has " + std::to_string(prompt_len) + " tokens; the context holds " +
                          std::to_string(context()) + " (room for at least one more token is needed)");
-  if (prompt_len + 1 > kv_->free_slots())
-    return Status::error("the KV cache has " + std::to_string(kv_->free_slots()) + " free positions, the prompt needs " +
+  if (prompt_len + 1 > kv_->free_positions())
+    return Status::error("the KV cache has " + std::to_string(kv_->free_positions()) + " free positions, the prompt needs " +
                          std::to_string(prompt_len + 1));
 
   GenerationResult result;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,12 +22,16 @@
 namespace helium {
 
 struct EngineOptions {
-  std::string device = "cpu";  // "cpu" (more backends to come)
-  int threads = 0;             // CPU threads; 0 = all
-  int64_t context = 0;         // KV positions; 0 = the model's max_position_embeddings, capped at 32768
-  int max_rows = 256;          // rows per forward (prefill chunk)
-  DType kv_dtype = DType::F32;
+  std::string device = "auto";  // "cpu", "cuda", or "auto" (cuda when a GPU is present)
+  int threads = 0;              // CPU threads; 0 = all
+  int64_t context = 0;          // KV positions; 0 = the model's max_position_embeddings, capped at 32768
+  int max_rows = 256;           // rows per forward (prefill chunk)
+  std::optional<DType> kv_dtype;  // default: F32 on the CPU (exact), BF16 on CUDA
+  LoadFormat load_format = LoadFormat::Weights;
 };
+
+// The devices this build can run on, e.g. {"cpu", "cuda"}; "cuda" only when built with CUDA.
+std::vector<std::string> available_devices();
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;

@@ -128,7 +128,7 @@ Status load_weights(const std::string& dir, WeightMap& map, std::vector<std::str
 
 }  // namespace
 
-Result<Checkpoint> load_checkpoint(const std::string& dir) {
+Result<Checkpoint> load_checkpoint(const std::string& dir, LoadFormat format) {
   try {
     std::error_code ec;
     if (!fs::is_directory(dir, ec))
@@ -157,7 +157,21 @@ Result<Checkpoint> load_checkpoint(const std::string& dir) {
       ck.generation = from_config;
     }
 
-    HELIUM_RETURN_IF_ERROR(load_weights(dir, ck.weights, ck.warnings));
+    if (format == LoadFormat::Dummy) {
+      // The checkpoint's own dtype (config "dtype" / "torch_dtype"), bf16 when it names none.
+      DType dtype = DType::BF16;
+      for (const char* key : {"dtype", "torch_dtype"}) {
+        auto it = ck.config.find(key);
+        if (it != ck.config.end() && it->is_string()) {
+          const std::string name = it->get<std::string>();
+          dtype = name == "float32" ? DType::F32 : name == "float16" ? DType::F16 : DType::BF16;
+          break;
+        }
+      }
+      ck.weights.make_dummy(dtype);
+    } else {
+      HELIUM_RETURN_IF_ERROR(load_weights(dir, ck.weights, ck.warnings));
+    }
     ck.weights.set_origin(dir);
     return ck;
   } catch (const std::exception& e) {  // allocation or filesystem failures: errors stay values

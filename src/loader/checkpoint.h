@@ -37,6 +37,13 @@ class WeightMap {
   // read-only mapping (Tensor has no const flavour): writing through it faults.
   Result<Tensor> get(const std::string& name, const std::vector<int64_t>& shape) const;
   std::vector<std::string> names() const;
+  // Dummy mode (LoadFormat::Dummy): get() returns a data-less Tensor of the asked shape and this dtype for
+  // any name, and records it so that names() and the counts see the tensors the model asked for.
+  void make_dummy(DType dtype) {
+    dummy_ = true;
+    dummy_dtype_ = dtype;
+  }
+  bool dummy() const { return dummy_; }
   size_t size() const { return tensors_.size(); }
   size_t total_bytes() const;
 
@@ -51,6 +58,9 @@ class WeightMap {
   std::map<std::string, WeightInfo> tensors_;
   std::vector<std::shared_ptr<const void>> owners_;
   std::string origin_;  // the checkpoint directory, for messages
+  bool dummy_ = false;
+  DType dummy_dtype_ = DType::BF16;
+  mutable std::map<std::string, WeightInfo> dummy_requests_;
 };
 
 // generation_config.json, with the defaults Hugging Face applies when a key is absent.
@@ -75,8 +85,13 @@ struct Checkpoint {
   std::vector<std::string> warnings;
 };
 
+// Weights: read the checkpoint's files. Dummy: no weight files are read; the WeightMap answers every
+// request with a tensor of the asked shape and no data, which the model creates on its device with
+// deterministic random values (`--load-format dummy`: real shapes without downloading weights).
+enum class LoadFormat { Weights, Dummy };
+
 // Loads config.json, generation_config.json (optional) and the weights of `dir`.
-Result<Checkpoint> load_checkpoint(const std::string& dir);
+Result<Checkpoint> load_checkpoint(const std::string& dir, LoadFormat format = LoadFormat::Weights);
 
 // Parses one safetensors file into `map` (its tensors and an owner keeping the mapping alive). Errors
 // name the file and, where one is at fault, the tensor; on error `map` is left as it was. A name that

@@ -23,10 +23,26 @@ bool is_float(DType t) {
 
 const WeightInfo* WeightMap::find(const std::string& name) const {
   auto it = tensors_.find(name);
-  return it == tensors_.end() ? nullptr : &it->second;
+  if (it != tensors_.end()) return &it->second;
+  auto d = dummy_requests_.find(name);
+  return d == dummy_requests_.end() ? nullptr : &d->second;
 }
 
 Result<Tensor> WeightMap::get(const std::string& name, const std::vector<int64_t>& shape) const {
+  if (dummy_ && find(name) == nullptr) {
+    Tensor t;
+    if (shape.size() > t.shape.size()) return Status::error("dummy tensor " + quote(name) + " has too many dimensions");
+    t.dtype = dummy_dtype_;
+    for (int64_t d : shape) t.shape[t.rank++] = d;
+    WeightInfo info;
+    info.name = name;
+    info.file = "(dummy)";
+    info.dtype = dummy_dtype_;
+    info.shape = shape;
+    info.bytes = t.bytes();
+    dummy_requests_[name] = info;
+    return t;
+  }
   const WeightInfo* info = find(name);
   if (info == nullptr)
     return Status::error((origin_.empty() ? std::string("checkpoint") : origin_) + ": tensor " + quote(name) +
@@ -53,12 +69,14 @@ std::vector<std::string> WeightMap::names() const {
   std::vector<std::string> out;
   out.reserve(tensors_.size());
   for (const auto& [name, info] : tensors_) out.push_back(name);
+  for (const auto& [name, info] : dummy_requests_) out.push_back(name);
   return out;
 }
 
 size_t WeightMap::total_bytes() const {
   size_t total = 0;
   for (const auto& [name, info] : tensors_) total += info.bytes;
+  for (const auto& [name, info] : dummy_requests_) total += info.bytes;
   return total;
 }
 

@@ -1,5 +1,7 @@
 #include "models/dense_transformer.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -15,7 +17,7 @@ class DenseTransformer final : public Model {
   DenseTransformer(DenseConfig config, Backend& backend, int max_rows)
       : config_(std::move(config)), backend_(backend), max_rows_(max_rows) {}
 
-  Status init(DenseWeights host, const WeightMap& map, int64_t max_context);
+  Status init(DenseWeights host, const WeightMap& map, int64_t max_context, int page_size);
   const ModelInfo& info() const override { return info_; }
   KvSpec kv_spec() const override {
     return {config_.layers, static_cast<int64_t>(config_.n_kv_heads) * config_.head_dim};
@@ -46,7 +48,9 @@ class DenseTransformer final : public Model {
   Tensor logits_;       // (rows, vocab)
   Tensor inv_freq_;     // (rot_dim / 2)
   // Row metadata, I32.
-  Tensor tokens_, positions_, write_slots_, attend_offsets_, attend_slots_, logit_index_;
+  Tensor tokens_, positions_, write_slots_, row_table_, prefix_lens_, tree_masks_, logit_index_;
+  Tensor block_tables_;  // (max_rows * max_pages) I32: room for one full table per row
+  int64_t max_pages_ = 0;
 };
 
 Result<Tensor> DenseTransformer::plan(int64_t rows, int64_t cols, DType dtype) {
@@ -56,12 +60,24 @@ Result<Tensor> DenseTransformer::plan(int64_t rows, int64_t cols, DType dtype) {
   return Tensor(buffer->data(), dtype, {rows, cols});
 }
 
-Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t max_context) {
+Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t max_context, int page_size) {
   const DenseConfig& c = config_;
   max_context_ = max_context;
-  // Import every weight (zero-copy on the CPU backend).
+  // Import every weight (zero-copy on the CPU backend). Dummy weights (shape only) are created on the
+  // device: vectors (norms, biases) near 1, matrices uniform with a 1/sqrt(fan-in) scale, seeded in the
+  // fixed order of this function so every backend builds the same model.
+  uint64_t dummy_seed = 0x68656c69756dull;  // "helium"
   auto import = [&](Tensor& t) -> Status {
-    if (t.data == nullptr) return Status::ok();
+    if (t.rank == 0) return Status::ok();  // an absent optional weight
+    if (t.data == nullptr) {
+      HELIUM_ASSIGN_OR_RETURN(auto buffer, backend_.allocate(t.bytes()));
+      buffers_.push_back(buffer);
+      t.data = buffer->data();
+      const float fan_in = static_cast<float>(t.shape[t.rank - 1]);
+      if (t.rank == 1) backend_.fill_random(t, dummy_seed++, 1.0f, 0.1f);
+      else backend_.fill_random(t, dummy_seed++, 0.0f, 1.0f / std::sqrt(fan_in));
+      return Status::ok();
+    }
     HELIUM_ASSIGN_OR_RETURN(t, backend_.import_weight(t));
     return Status::ok();
   };
@@ -93,9 +109,12 @@ Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t m
   HELIUM_ASSIGN_OR_RETURN(tokens_, plan(1, rows, DType::I32));
   HELIUM_ASSIGN_OR_RETURN(positions_, plan(1, rows, DType::I32));
   HELIUM_ASSIGN_OR_RETURN(write_slots_, plan(1, rows, DType::I32));
-  HELIUM_ASSIGN_OR_RETURN(attend_offsets_, plan(1, rows + 1, DType::I32));
-  // Every row attends to at most max_context slots.
-  HELIUM_ASSIGN_OR_RETURN(attend_slots_, plan(rows, max_context_, DType::I32));
+  HELIUM_ASSIGN_OR_RETURN(row_table_, plan(1, rows, DType::I32));
+  HELIUM_ASSIGN_OR_RETURN(prefix_lens_, plan(1, rows, DType::I32));
+  HELIUM_ASSIGN_OR_RETURN(tree_masks_, plan(1, rows, DType::I64));
+  // A sequence's table covers max_context positions (+1 page of slack); at most one table per row.
+  max_pages_ = (max_context_ + page_size - 1) / page_size + 1;
+  HELIUM_ASSIGN_OR_RETURN(block_tables_, plan(rows, max_pages_, DType::I32));
   HELIUM_ASSIGN_OR_RETURN(logit_index_, plan(1, rows, DType::I32));
 
   info_.family = c.family;
@@ -169,15 +188,18 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
   if (rows > max_rows_)
     return Status::error("batch of " + std::to_string(rows) + " rows exceeds the planned " + std::to_string(max_rows_));
   if (static_cast<int>(kv.size()) != c.layers) return Status::error("KV cache has the wrong number of layers");
-  if (batch.kv_write_slots.size() != static_cast<size_t>(rows) ||
-      batch.attend_offsets.size() != static_cast<size_t>(rows) + 1)
+  if (batch.kv_write_slots.size() != static_cast<size_t>(rows) || batch.prefix_lens.size() != static_cast<size_t>(rows) ||
+      batch.row_table.size() != static_cast<size_t>(rows) || batch.page_size <= 0)
     return Status::error("batch has no KV layout (the KV cache must plan it)");
+  if (batch.table_width > max_pages_ || batch.n_tables > rows ||
+      batch.block_tables.size() != static_cast<size_t>(batch.n_tables) * batch.table_width)
+    return Status::error("batch block tables exceed the planned " + std::to_string(max_pages_) + " pages per sequence");
   std::vector<int32_t> logit_rows;
   for (int r = 0; r < rows; ++r) {
     if (batch.tokens[r] < 0 || batch.tokens[r] >= c.vocab_size)
       return Status::error("token id " + std::to_string(batch.tokens[r]) + " is outside the vocabulary of " +
                            std::to_string(c.vocab_size));
-    int32_t span = batch.attend_offsets[r + 1] - batch.attend_offsets[r];
+    const int32_t span = batch.prefix_lens[r] + (batch.tree_masks.empty() ? 0 : std::popcount(batch.tree_masks[r]));
     if (span <= 0 || span > max_context_)
       return Status::error("row " + std::to_string(r) + " attends to " + std::to_string(span) +
                            " positions; the context holds " + std::to_string(max_context_));
@@ -189,14 +211,24 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
   backend_.copy_to_device(vector_of(tokens_, rows), batch.tokens.data());
   backend_.copy_to_device(vector_of(positions_, rows), batch.positions.data());
   backend_.copy_to_device(vector_of(write_slots_, rows), batch.kv_write_slots.data());
-  backend_.copy_to_device(vector_of(attend_offsets_, rows + 1), batch.attend_offsets.data());
-  if (static_cast<int64_t>(batch.attend_slots.size()) > attend_slots_.numel())
-    return Status::error("batch attends to more slots than planned");
-  Tensor attend_slots(attend_slots_.data, DType::I32, {static_cast<int64_t>(batch.attend_slots.size())});
-  backend_.copy_to_device(attend_slots, batch.attend_slots.data());
+  backend_.copy_to_device(vector_of(row_table_, rows), batch.row_table.data());
+  backend_.copy_to_device(vector_of(prefix_lens_, rows), batch.prefix_lens.data());
+  Tensor block_tables(block_tables_.data, DType::I32, {batch.n_tables, batch.table_width});
+  backend_.copy_to_device(block_tables, batch.block_tables.data());
+  AttentionLayout layout;
+  layout.page_size = batch.page_size;
+  layout.block_tables = block_tables;
+  layout.row_table = vector_of(row_table_, rows);
+  layout.prefix_lens = vector_of(prefix_lens_, rows);
+  layout.write_slots = vector_of(write_slots_, rows);
+  if (!batch.tree_masks.empty()) {
+    layout.tree_masks = vector_of(tree_masks_, rows);
+    backend_.copy_to_device(layout.tree_masks, batch.tree_masks.data());
+  }
+  for (int r = 0; r < rows; ++r)
+    layout.max_keys = std::max(layout.max_keys, batch.prefix_lens[r] + (batch.tree_masks.empty() ? 0 : std::popcount(batch.tree_masks[r])));
 
   backend_.embedding(w_.embed_tokens, vector_of(tokens_, rows), rows_of(x_, rows));
-  const AttentionLayout layout{vector_of(attend_offsets_, rows + 1), attend_slots};
   for (int l = 0; l < c.layers; ++l) {
     attention_block(w_.layers[l], kv[l], layout, rows);
     mlp_block(w_.layers[l], rows);
@@ -299,7 +331,7 @@ Result<std::unique_ptr<Model>> make_dense_transformer(DenseConfig config, DenseW
   int64_t max_context = options.max_context > 0 ? options.max_context : config.max_context;
   if (options.max_rows <= 0) return Status::error("max_rows must be positive");
   auto model = std::make_unique<DenseTransformer>(std::move(config), backend, options.max_rows);
-  HELIUM_RETURN_IF_ERROR(model->init(std::move(host_weights), weights, max_context));
+  HELIUM_RETURN_IF_ERROR(model->init(std::move(host_weights), weights, max_context, std::max(1, options.kv_page_size)));
   return std::unique_ptr<Model>(std::move(model));
 }
 

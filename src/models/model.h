@@ -25,12 +25,18 @@ struct Batch {
   std::vector<int32_t> parent_rows;
   std::vector<uint8_t> want_logits;  // rows whose logits the caller wants, returned in row order
 
-  // KV placement, filled by the KV cache (kv/): the slot each row's K/V is written to, and for each row
-  // the slots it attends to in increasing position (row r: attend_slots[attend_offsets[r] ..
-  // attend_offsets[r + 1])), its own slot last.
+  // KV placement, filled by the KV cache (kv/); see AttentionLayout in backend/backend.h. Row r writes
+  // its K/V to kv_write_slots[r] and attends to positions [0, prefix_lens[r]) of its sequence through
+  // block table row_table[r] (block_tables holds n_tables tables of table_width page ids), then to the
+  // batch rows set in tree_masks[r] (empty when the batch has no tree rows).
+  int32_t page_size = 0;
+  int32_t table_width = 0;
+  int32_t n_tables = 0;
+  std::vector<int32_t> block_tables;
+  std::vector<int32_t> row_table;
+  std::vector<int32_t> prefix_lens;
+  std::vector<uint64_t> tree_masks;
   std::vector<int32_t> kv_write_slots;
-  std::vector<int32_t> attend_offsets;
-  std::vector<int32_t> attend_slots;
 
   int32_t rows() const { return static_cast<int32_t>(tokens.size()); }
   // Appends a row; returns its index.
@@ -78,6 +84,7 @@ struct ModelInfo {
 struct ModelOptions {
   int max_rows = 256;         // rows per forward; longer prompts are split by the engine
   int64_t max_context = 0;    // 0: the model's own
+  int kv_page_size = 16;      // positions per KV page (sizes the block-table buffer)
 };
 
 class Model {

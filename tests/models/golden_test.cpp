@@ -11,6 +11,9 @@
 #include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
+#if HELIUM_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "golden_fixture.h"
 #include "kv/kv_cache.h"
 #include "models/model.h"
@@ -24,18 +27,44 @@ using testing::read_goldens;
 
 struct Loaded {
   Checkpoint ckpt;
-  std::unique_ptr<CpuBackend> backend;
+  std::unique_ptr<Backend> backend;
   std::unique_ptr<Model> model;
   std::unique_ptr<KvCache> kv;
   int64_t vocab = 0;
 };
 
-Loaded load(const std::string& name, int max_rows = 64, std::optional<CpuIsa> isa = std::nullopt, int threads = 2) {
+// The parameter is "device:model"; CUDA cases skip on machines without a GPU.
+std::string device_of(const std::string& param) { return param.substr(0, param.find(':')); }
+std::string model_of(const std::string& param) { return param.substr(param.find(':') + 1); }
+
+std::unique_ptr<Backend> make_backend(const std::string& device, std::optional<CpuIsa> isa, int threads) {
+#if HELIUM_HAVE_CUDA
+  if (device == "cuda") {
+    CudaBackendOptions o;
+    o.max_rows = 64;
+    o.max_context = 512;
+    auto b = CudaBackend::create(o);
+    EXPECT_TRUE(b.is_ok()) << b.error_message();
+    return b.is_ok() ? std::move(b).value() : nullptr;
+  }
+#endif
+  return std::make_unique<CpuBackend>(threads, isa);
+}
+
+bool device_missing(const std::string& device) {
+#if HELIUM_HAVE_CUDA
+  return device == "cuda" && cuda_device_count() == 0;
+#else
+  return device == "cuda";
+#endif
+}
+
+Loaded load(const std::string& param, int max_rows = 64, std::optional<CpuIsa> isa = std::nullopt, int threads = 2) {
   Loaded l;
-  auto ckpt = load_checkpoint(golden_dir(name));
+  auto ckpt = load_checkpoint(golden_dir(model_of(param)));
   EXPECT_TRUE(ckpt.is_ok()) << ckpt.error_message();
   l.ckpt = std::move(ckpt).value();
-  l.backend = std::make_unique<CpuBackend>(threads, isa);
+  l.backend = make_backend(device_of(param), isa, threads);
   ModelOptions mo;
   mo.max_rows = max_rows;
   mo.max_context = 256;
@@ -74,11 +103,18 @@ std::vector<float> run_rows(Loaded& l, int32_t seq, const std::vector<int32_t>& 
 
 constexpr double kTolerance = 1e-3;  // the foundation's bar: max |Δlogit| <= 1e-3 * max |logit|
 
-class Golden : public ::testing::TestWithParam<std::string> {};
+class Golden : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (device_missing(device_of(GetParam()))) GTEST_SKIP() << "no " << device_of(GetParam()) << " device here";
+  }
+  // The golden data of this case's model.
+  std::vector<GoldenPrompt> goldens() const { return read_goldens(model_of(GetParam())); }
+};
 
 TEST_P(Golden, WholeSequenceMatchesTransformers) {
   Loaded l = load(GetParam());
-  for (const GoldenPrompt& g : read_goldens(GetParam())) {
+  for (const GoldenPrompt& g : goldens()) {
     int32_t seq = l.kv->new_sequence();
     std::vector<float> logits = run_rows(l, seq, g.ids, 0);
     for (size_t p = 0; p < g.ids.size(); ++p) {
@@ -91,7 +127,7 @@ TEST_P(Golden, WholeSequenceMatchesTransformers) {
 
 TEST_P(Golden, TokenByTokenThroughKvCacheMatchesTransformers) {
   Loaded l = load(GetParam());
-  for (const GoldenPrompt& g : read_goldens(GetParam())) {
+  for (const GoldenPrompt& g : goldens()) {
     int32_t seq = l.kv->new_sequence();
     for (size_t p = 0; p < g.ids.size(); ++p) {
       std::vector<float> logits = run_rows(l, seq, {g.ids[p]}, static_cast<int>(p));
@@ -105,10 +141,11 @@ TEST_P(Golden, TokenByTokenThroughKvCacheMatchesTransformers) {
 // Prefill the prompt (in chunks of 3 rows), then greedy-decode 32 tokens one at a time: the tokens must
 // be the reference's, for every ISA this CPU has.
 TEST_P(Golden, GreedyContinuationMatchesTransformers) {
+  const bool cpu = device_of(GetParam()) == "cpu";
   for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512}) {
-    if (!cpu_supports(isa)) continue;
+    if (!cpu_supports(isa) || (!cpu && isa != CpuIsa::Scalar)) continue;  // one pass on other devices
     Loaded l = load(GetParam(), 3, isa);
-    for (const GoldenPrompt& g : read_goldens(GetParam())) {
+    for (const GoldenPrompt& g : goldens()) {
       int32_t seq = l.kv->new_sequence();
       std::vector<float> last;
       for (int begin = 0; begin < g.prompt_len; begin += 3) {
@@ -134,7 +171,7 @@ TEST_P(Golden, GreedyContinuationMatchesTransformers) {
 // plain decoding would.
 TEST_P(Golden, TreeVerificationIsBitwiseLinearDecoding) {
   Loaded l = load(GetParam());
-  const GoldenPrompt g = read_goldens(GetParam())[0];
+  const GoldenPrompt g = goldens()[0];
   const int P = g.prompt_len;
   const std::vector<int32_t> prompt(g.ids.begin(), g.ids.begin() + P);
   // Tree after the last prompt token (root, a linear row): branch A = golden continuation (3 tokens),
@@ -184,10 +221,10 @@ TEST_P(Golden, TreeVerificationIsBitwiseLinearDecoding) {
 // Several sequences decoded in one batch give bitwise the logits each gets alone.
 TEST_P(Golden, BatchedSequencesAreBitwiseSingleRows) {
   Loaded l = load(GetParam());
-  auto goldens = read_goldens(GetParam());
+  const auto prompts = goldens();
   std::vector<int32_t> seqs;
   std::vector<std::vector<float>> alone;
-  for (const auto& g : goldens) {  // each prompt prefilled, then its next token decoded alone
+  for (const auto& g : prompts) {  // each prompt prefilled, then its next token decoded alone
     int32_t s = l.kv->new_sequence();
     run_rows(l, s, std::vector<int32_t>(g.ids.begin(), g.ids.begin() + g.prompt_len), 0);
     alone.push_back(run_rows(l, s, {g.ids[g.prompt_len]}, g.prompt_len));
@@ -195,22 +232,24 @@ TEST_P(Golden, BatchedSequencesAreBitwiseSingleRows) {
     seqs.push_back(s);
   }
   Batch b;
-  for (size_t i = 0; i < goldens.size(); ++i) b.add(goldens[i].ids[goldens[i].prompt_len], goldens[i].prompt_len, seqs[i], true);
+  for (size_t i = 0; i < prompts.size(); ++i) b.add(prompts[i].ids[prompts[i].prompt_len], prompts[i].prompt_len, seqs[i], true);
   ASSERT_TRUE(l.kv->plan(b).is_ok());
   std::vector<float> logits(b.rows() * l.vocab);
   ASSERT_TRUE(l.model->forward(b, l.kv->layers(), logits).is_ok());
-  for (size_t i = 0; i < goldens.size(); ++i)
+  for (size_t i = 0; i < prompts.size(); ++i)
     EXPECT_EQ(0, std::memcmp(&logits[i * l.vocab], alone[i].data(), l.vocab * sizeof(float))) << "sequence " << i;
 }
 
 // The tiny random checkpoints cover the families and dtypes; the trained embedded default and its
-// drafter (models/, issue 3) are checked the same way.
+// drafter (models/, issue 3) are checked the same way; every case on the CPU and on CUDA.
 INSTANTIATE_TEST_SUITE_P(Models, Golden,
-                         ::testing::Values("tiny-qwen3", "tiny-qwen2", "tiny-llama", "models/helium-code-12m",
-                                           "models/helium-code-draft-2m"),
+                         ::testing::Values("cpu:tiny-qwen3", "cpu:tiny-qwen2", "cpu:tiny-llama", "cpu:models/helium-code-12m",
+                                           "cpu:models/helium-code-draft-2m", "cuda:tiny-qwen3", "cuda:tiny-qwen2",
+                                           "cuda:tiny-llama", "cuda:models/helium-code-12m",
+                                           "cuda:models/helium-code-draft-2m"),
                          [](const ::testing::TestParamInfo<std::string>& param) {
                            std::string n;
-                           for (char c : std::string_view(param.param).substr(param.param.rfind('/') + 1))
+                           for (char c : device_of(param.param) + "_" + model_of(param.param).substr(model_of(param.param).rfind('/') + 1))
                              n.push_back(c == '-' ? '_' : c);
                            return n;
                          });

@@ -150,7 +150,36 @@ void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots,
 }
 void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                            const AttentionShape& shape, const AttentionLayout& layout, Tensor out) {
-  cpu::attention({isa_, &pool_}, q, k_cache, v_cache, shape, layout, out);
+  if (layout.row_offsets.data != nullptr) {
+    cpu::attention({isa_, &pool_}, q, k_cache, v_cache, shape, layout, out);
+    return;
+  }
+  // The kernels read an explicit slot list per row: expand the paged form (prefix through the block
+  // table, then the tree rows of the mask) in position order.
+  const int64_t rows = layout.prefix_lens.numel();
+  const int32_t* tables = layout.block_tables.as<int32_t>();
+  const int64_t width = layout.block_tables.rank == 2 ? layout.block_tables.shape[1] : 0;
+  const int32_t* row_table = layout.row_table.as<int32_t>();
+  const int32_t* prefix = layout.prefix_lens.as<int32_t>();
+  const auto* masks = static_cast<const uint64_t*>(layout.tree_masks.data);
+  const int32_t* write_slots = layout.write_slots.as<int32_t>();
+  const int32_t page = layout.page_size;
+  attend_offsets_.assign(1, 0);
+  attend_slots_.clear();
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* table = tables + static_cast<int64_t>(row_table[r]) * width;
+    HELIUM_CHECK(cpu::OpDescription("attention", {{"q", &q}}), page > 0 && (prefix[r] + page - 1) / page <= width)
+        << "row " << r << ": prefix " << prefix[r] << " exceeds its block table";
+    for (int32_t p = 0; p < prefix[r]; ++p) attend_slots_.push_back(table[p / page] * page + p % page);
+    if (masks != nullptr)
+      for (int j = 0; j < 64; ++j)
+        if ((masks[r] >> j) & 1u) attend_slots_.push_back(write_slots[j]);
+    attend_offsets_.push_back(static_cast<int32_t>(attend_slots_.size()));
+  }
+  AttentionLayout explicit_layout = layout;
+  explicit_layout.row_offsets = Tensor(attend_offsets_.data(), DType::I32, {rows + 1});
+  explicit_layout.slots = Tensor(attend_slots_.data(), DType::I32, {static_cast<int64_t>(attend_slots_.size())});
+  cpu::attention({isa_, &pool_}, q, k_cache, v_cache, shape, explicit_layout, out);
 }
 void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
   cpu::swiglu({isa_, &pool_}, gate, up, out);
@@ -159,5 +188,11 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor out) { cpu::add({i
 void CpuBackend::gather_rows(const Tensor& x, const Tensor& index, Tensor out) {
   cpu::gather_rows({isa_, &pool_}, x, index, out);
 }
+
+void CpuBackend::fill_random(Tensor t, uint64_t seed, float offset, float scale) {
+  cpu::fill_random({isa_, &pool_}, t, seed, offset, scale);
+}
+
+void CpuBackend::copy_rows(Tensor x, const Tensor& src, const Tensor& dst) { cpu::copy_rows({isa_, &pool_}, x, src, dst); }
 
 }  // namespace helium

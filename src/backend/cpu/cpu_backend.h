@@ -34,6 +34,7 @@
 //               the caches.
 //   swiglu      gate, up, out (rows, n) F32, same shape; out may be gate itself.
 //   add         a, b, out F32, same shape; out may be a or b itself.
+//   copy_rows   x (rows, dim) any dtype; src, dst (n) I32 in [0, rows); dst rows distinct, none a src row.
 //   gather_rows x (rows, dim) any dtype; index (n) I32 with 0 <= index < rows; out (n, dim) of x's dtype,
 //               not overlapping x.
 #pragma once
@@ -42,6 +43,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "backend/backend.h"
 #include "core/status.h"
@@ -95,6 +97,8 @@ class CpuBackend final : public Backend {
   void swiglu(const Tensor& gate, const Tensor& up, Tensor out) override;
   void add(const Tensor& a, const Tensor& b, Tensor out) override;
   void gather_rows(const Tensor& x, const Tensor& index, Tensor out) override;
+  void copy_rows(Tensor x, const Tensor& src, const Tensor& dst) override;
+  void fill_random(Tensor t, uint64_t seed, float offset, float scale) override;
 
  private:
   struct Checked {};
@@ -102,6 +106,8 @@ class CpuBackend final : public Backend {
 
   CpuIsa isa_;
   ThreadPool pool_;
+  // The explicit slot lists attention() expands a paged layout into; reused across calls, they only grow.
+  std::vector<int32_t> attend_offsets_, attend_slots_;
 };
 
 }  // namespace helium

@@ -118,12 +118,44 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   m.ctx.attention_scratch_floats = cuda::attention_scratch_floats(o.max_rows, o.max_heads, o.max_head_dim, o.max_context);
   HELIUM_ASSIGN_OR_RETURN(void* att, reserve(m.ctx.attention_scratch_floats * sizeof(float), "attention scratch"));
   m.ctx.attention_scratch = static_cast<float*>(att);
+  m.ctx.matmul_scratch_bytes = cuda::matmul_scratch_bytes(o.max_rows, o.max_k);
+  if (m.ctx.matmul_scratch_bytes > 0) {
+    HELIUM_ASSIGN_OR_RETURN(m.ctx.matmul_scratch, reserve(m.ctx.matmul_scratch_bytes, "matmul scratch"));
+  }
   m.pinned_bytes = size_t{64} << 20;
   HELIUM_RETURN_IF_ERROR(cuda_status(cudaMallocHost(reinterpret_cast<void**>(&m.pinned), m.pinned_bytes), "pinned staging"));
   return Result<std::unique_ptr<CudaBackend>>(std::move(backend));
 }
 
 const CudaDeviceInfo& CudaBackend::device_info() const { return impl_->info; }
+
+double CudaBackend::measure_copy_bandwidth() {
+  const size_t bytes = size_t{1} << 30;
+  void *a = nullptr, *b = nullptr;
+  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    cudaFree(a);
+    return 0;
+  }
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  float best_ms = 1e30f;
+  for (int i = 0; i < 11; ++i) {
+    cudaEventRecord(start, impl_->ctx.stream);
+    cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, impl_->ctx.stream);
+    cudaEventRecord(stop, impl_->ctx.stream);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    if (i > 0) best_ms = std::min(best_ms, ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaFree(a);
+  cudaFree(b);
+  return 2.0 * static_cast<double>(bytes) / (best_ms * 1e-3);
+}
 
 std::string CudaBackend::name() const {
   return "cuda (" + impl_->info.name + ", sm_" + std::to_string(impl_->info.compute_capability) + ")";
@@ -206,6 +238,9 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor out) { cuda::add(
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& index, Tensor out) {
   cuda::gather_rows(impl_->ctx, x, index, out);
 }
-void CudaBackend::fill_random(Tensor t, uint64_t seed, float scale) { cuda::fill_random(impl_->ctx, t, seed, scale); }
+void CudaBackend::copy_rows(Tensor x, const Tensor& src, const Tensor& dst) { cuda::copy_rows(impl_->ctx, x, src, dst); }
+void CudaBackend::fill_random(Tensor t, uint64_t seed, float offset, float scale) {
+  cuda::fill_random(impl_->ctx, t, seed, offset, scale);
+}
 
 }  // namespace helium

@@ -29,6 +29,7 @@ struct CudaBackendOptions {
   int64_t max_context = 32768;  // positions per sequence (attention split scratch)
   int max_heads = 128;          // query heads
   int max_head_dim = 256;
+  int64_t max_k = 32768;        // largest matmul input width (prefill activations are copied to bf16)
   size_t cublas_workspace_bytes = size_t{32} << 20;
 };
 
@@ -50,6 +51,9 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   const CudaDeviceInfo& device_info() const;
+  // Device-to-device copy bandwidth in bytes/s (read + written) over a 1 GiB buffer, best of 10: the
+  // ceiling that benchmarks print beside decode speed.
+  double measure_copy_bandwidth();
   std::string name() const override;
   Result<std::shared_ptr<DeviceBuffer>> allocate(size_t bytes) override;
   Result<Tensor> import_weight(const Tensor& host) override;
@@ -67,10 +71,9 @@ class CudaBackend final : public Backend {
   void swiglu(const Tensor& gate, const Tensor& up, Tensor out) override;
   void add(const Tensor& a, const Tensor& b, Tensor out) override;
   void gather_rows(const Tensor& x, const Tensor& index, Tensor out) override;
+  void copy_rows(Tensor x, const Tensor& src, const Tensor& dst) override;
 
-  // Fills `t` (device memory) with deterministic pseudo-random values uniform in [-scale, scale] from
-  // (seed, element index): dummy weights made on the device (--load-format dummy).
-  void fill_random(Tensor t, uint64_t seed, float scale);
+  void fill_random(Tensor t, uint64_t seed, float offset, float scale) override;
 
   struct Impl;
 

@@ -70,7 +70,8 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
 void swiglu(const Context& c, const Tensor& gate, const Tensor& up, const Tensor& out);
 void add(const Context& c, const Tensor& a, const Tensor& b, const Tensor& out);
 void gather_rows(const Context& c, const Tensor& x, const Tensor& index, const Tensor& out);
-void fill_random(const Context& c, const Tensor& t, uint64_t seed, float scale);
+void copy_rows(const Context& c, const Tensor& x, const Tensor& src, const Tensor& dst);
+void fill_random(const Context& c, const Tensor& t, uint64_t seed, float offset, float scale);
 
 // Scratch the attention kernels need for a configuration; CudaBackend reserves the maximum at creation.
 size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context);

@@ -1,5 +1,5 @@
-// Deterministic pseudo-random fill for dummy weights: element i gets a value uniform in [-scale, scale]
-// from a hash of (seed, i) (splitmix64), so the same seed gives the same weights on every device.
+// Deterministic pseudo-random fill for dummy weights: element i gets offset + scale * u, u uniform in
+// [-1, 1) from a hash of (seed, i) (splitmix64): the same values as the CPU backend's fill_random.
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/elementwise.cuh"
 
@@ -13,11 +13,11 @@ __device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-__global__ void fill_random_kernel(void* data, DType dtype, int64_t n, uint64_t seed, float scale) {
+__global__ void fill_random_kernel(void* data, DType dtype, int64_t n, uint64_t seed, float offset, float scale) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const uint64_t r = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(i)));
     const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);  // [0, 1)
-    const float v = (2.0f * u - 1.0f) * scale;
+    const float v = offset + (2.0f * u - 1.0f) * scale;
     switch (dtype) {
       case DType::BF16:
         static_cast<__nv_bfloat16*>(data)[i] = __float2bfloat16_rn(v);
@@ -33,12 +33,12 @@ __global__ void fill_random_kernel(void* data, DType dtype, int64_t n, uint64_t 
 
 }  // namespace
 
-void fill_random(const Context& c, const Tensor& t, uint64_t seed, float scale) {
+void fill_random(const Context& c, const Tensor& t, uint64_t seed, float offset, float scale) {
   HELIUM_CUDA_REQUIRE("fill_random", t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16);
   const int64_t n = t.numel();
   if (n == 0) return;
   fill_random_kernel<<<std::min<unsigned>(blocks_for(n, 256), 8192u), 256, 0, c.stream>>>(t.data, t.dtype, n, seed,
-                                                                                         scale);
+                                                                                         offset, scale);
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 

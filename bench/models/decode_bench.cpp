@@ -1,0 +1,256 @@
+// Decode and prefill speed of a model shape with deterministic dummy weights (--load-format dummy), beside
+// the memory-bandwidth ceiling (DESIGN.md's benchmark protocol): a decode step reads every weight once
+// (the embedding table only as the head when tied) plus the K/V of its context, so
+//   ceiling tok/s = measured bandwidth / (weight bytes + KV bytes at that context).
+// Bandwidth: on CUDA a device-to-device copy (bytes read + written per second); on the CPU a
+// multi-threaded read. Medians of --runs after one warm-up. Prints a table and writes JSON.
+//
+//   helium_bench_decode [--device cpu|cuda] [--config DIR] [--contexts 1024,8192,32768] [--tokens 512]
+//                       [--prefill 4096] [--runs 3] [--threads N] [--json PATH]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu/cpu_backend.h"
+#include "kv/kv_cache.h"
+#include "loader/checkpoint.h"
+#include "models/model.h"
+#if HELIUM_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace helium {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// CPU read bandwidth: every thread sums its share of a 1 GiB buffer; best of 5 passes.
+double cpu_read_bandwidth(int threads) {
+  ThreadPool pool(threads);
+  const size_t n = (size_t{1} << 30) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(n);
+  pool.parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i);
+  });
+  double best = 0;
+  std::vector<uint64_t> sink(256);
+  for (int pass = 0; pass < 5; ++pass) {
+    double t0 = now_seconds();
+    pool.parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int64_t b, int64_t e) {
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (int64_t i = b; i + 3 < e; i += 4) {
+        s0 += buf[i];
+        s1 += buf[i + 1];
+        s2 += buf[i + 2];
+        s3 += buf[i + 3];
+      }
+      sink[static_cast<size_t>(b / (1 << 16)) % sink.size()] = s0 + s1 + s2 + s3;
+    });
+    best = std::max(best, n * sizeof(uint64_t) / (now_seconds() - t0));
+  }
+  return best;
+}
+
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(std::stoll(item));
+  return out;
+}
+
+struct Runner {
+  Model& model;
+  KvCache& kv;
+  Backend& backend;
+  std::vector<float> logits;
+
+  // Prefills `n` pseudo-random tokens into a new sequence; returns the sequence.
+  Result<int32_t> prefill(int64_t n) {
+    const int32_t seq = kv.new_sequence();
+    const int64_t vocab = model.info().vocab_size;
+    logits.resize(static_cast<size_t>(vocab));
+    for (int64_t begin = 0; begin < n; begin += model.max_rows()) {
+      const int64_t end = std::min<int64_t>(n, begin + model.max_rows());
+      Batch b;
+      for (int64_t i = begin; i < end; ++i)
+        b.add(static_cast<int32_t>((i * 7919 + 13) % vocab), static_cast<int32_t>(i), seq, i + 1 == n);
+      HELIUM_RETURN_IF_ERROR(kv.plan(b));
+      std::span<float> out = end == n ? std::span<float>(logits) : std::span<float>();
+      HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), out));
+    }
+    return seq;
+  }
+  // Greedy-decodes `tokens` more tokens of `seq`.
+  Status decode(int32_t seq, int64_t tokens) {
+    for (int64_t i = 0; i < tokens; ++i) {
+      Batch b;
+      const int32_t token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      b.add(token, static_cast<int32_t>(kv.length(seq)), seq, true);
+      HELIUM_RETURN_IF_ERROR(kv.plan(b));
+      HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), logits));
+    }
+    return Status::ok();
+  }
+};
+
+int run(int argc, char** argv) {
+  std::string device = "cpu", config = std::string(HELIUM_SOURCE_DIR) + "/bench/configs/qwen3-0.6b", json_path;
+  std::string contexts_arg;
+  int64_t tokens = -1, prefill_tokens = -1;
+  int runs = 3, threads = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--device") device = v;
+    else if (a == "--config") config = v;
+    else if (a == "--contexts") contexts_arg = v;
+    else if (a == "--tokens") tokens = std::stoll(v);
+    else if (a == "--prefill") prefill_tokens = std::stoll(v);
+    else if (a == "--runs") runs = std::stoi(v);
+    else if (a == "--threads") threads = std::stoi(v);
+    else if (a == "--json") json_path = v;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  const bool cuda = device == "cuda";
+  // Defaults follow the protocol on a GPU; the CPU runs a short version that ends in about a minute.
+  std::vector<int64_t> contexts = parse_list(contexts_arg.empty() ? (cuda ? "1024,8192,32768" : "128") : contexts_arg);
+  if (tokens < 0) tokens = cuda ? 512 : 32;
+  if (prefill_tokens < 0) prefill_tokens = cuda ? 4096 : 128;
+  const int64_t max_context = std::max(*std::max_element(contexts.begin(), contexts.end()) + tokens, prefill_tokens) + 16;
+
+  auto ckpt = load_checkpoint(config, LoadFormat::Dummy);
+  if (!ckpt.is_ok()) {
+    std::fprintf(stderr, "%s\n", ckpt.error_message().c_str());
+    return 1;
+  }
+  std::unique_ptr<Backend> backend;
+  double bandwidth = 0;
+  std::string bandwidth_kind;
+#if HELIUM_HAVE_CUDA
+  if (cuda) {
+    CudaBackendOptions co;
+    co.max_context = max_context;
+    auto b = CudaBackend::create(co);
+    if (!b.is_ok()) {
+      std::fprintf(stderr, "%s\n", b.error_message().c_str());
+      return 1;
+    }
+    bandwidth = b.value()->measure_copy_bandwidth();
+    bandwidth_kind = "device-to-device copy, bytes read + written";
+    backend = std::move(b).value();
+  }
+#endif
+  if (!cuda) {
+    auto b = CpuBackend::create(threads);
+    if (!b.is_ok()) {
+      std::fprintf(stderr, "%s\n", b.error_message().c_str());
+      return 1;
+    }
+    bandwidth = cpu_read_bandwidth(b.value()->threads());
+    bandwidth_kind = "multi-threaded read";
+    backend = std::move(b).value();
+  }
+  if (backend == nullptr) {
+    std::fprintf(stderr, "device %s is not available in this build\n", device.c_str());
+    return 1;
+  }
+  ModelOptions mo;
+  mo.max_rows = 256;
+  mo.max_context = max_context;
+  auto model = load_model(ckpt.value(), *backend, mo);
+  if (!model.is_ok()) {
+    std::fprintf(stderr, "%s\n", model.error_message().c_str());
+    return 1;
+  }
+  const DType kv_dtype = cuda ? DType::BF16 : DType::F32;
+  auto kv = KvCache::create(*backend, model.value()->kv_spec(), max_context, kv_dtype);
+  if (!kv.is_ok()) {
+    std::fprintf(stderr, "%s\n", kv.error_message().c_str());
+    return 1;
+  }
+  Model& m = *model.value();
+  Runner runner{m, *kv.value(), *backend, {}};
+  const ModelInfo& info = m.info();
+  const KvSpec spec = m.kv_spec();
+  const WeightInfo* embed = ckpt->weights.find("model.embed_tokens.weight");
+  const bool tied = ckpt->config.value("tie_word_embeddings", false);
+  const double weight_bytes = static_cast<double>(info.weight_bytes) - (tied || embed == nullptr ? 0.0 : embed->bytes);
+  const double kv_bytes_per_position = 2.0 * spec.layers * spec.kv_dim * dtype_bytes(kv_dtype);
+
+  std::printf("model     %s shape (%s), dummy %s weights: %.2f B parameters, %.2f GB read per token\n",
+              info.family.c_str(), config.c_str(), info.weight_dtype.c_str(), info.parameters / 1e9, weight_bytes / 1e9);
+  std::printf("device    %s; bandwidth %.1f GB/s (%s)\n", backend->name().c_str(), bandwidth / 1e9, bandwidth_kind.c_str());
+  nlohmann::json j = {{"benchmark", "decode"}, {"device", backend->name()}, {"config", config},
+                      {"parameters", info.parameters}, {"weight_bytes_per_token", weight_bytes},
+                      {"bandwidth_gbps", bandwidth / 1e9}, {"bandwidth_kind", bandwidth_kind},
+                      {"kv_dtype", std::string(dtype_name(kv_dtype))}, {"runs", runs}, {"decode", nlohmann::json::array()}};
+
+  for (int64_t context : contexts) {
+    std::vector<double> tps;
+    for (int r = 0; r <= runs; ++r) {  // r = 0 warms up
+      auto seq = runner.prefill(context);
+      if (!seq.is_ok()) {
+        std::fprintf(stderr, "%s\n", seq.error_message().c_str());
+        return 1;
+      }
+      double t0 = now_seconds();
+      Status st = runner.decode(seq.value(), tokens);
+      double t1 = now_seconds();
+      kv.value()->free_sequence(seq.value());
+      if (!st.is_ok()) {
+        std::fprintf(stderr, "%s\n", st.message().c_str());
+        return 1;
+      }
+      if (r > 0) tps.push_back(tokens / (t1 - t0));
+    }
+    const double mean_context = context + tokens / 2.0;
+    const double ceiling = bandwidth / (weight_bytes + kv_bytes_per_position * mean_context);
+    const double d = median(tps);
+    std::printf("decode    context %6lld: %8.2f tok/s   ceiling %8.2f tok/s   ratio %.3f   (%lld tokens, median of %d)\n",
+                static_cast<long long>(context), d, ceiling, d / ceiling, static_cast<long long>(tokens), runs);
+    j["decode"].push_back({{"context", context}, {"tokens", tokens}, {"tok_s", d}, {"runs_tok_s", tps},
+                           {"ceiling_tok_s", ceiling}, {"ratio", d / ceiling}});
+  }
+  std::vector<double> prefill_tps;
+  for (int r = 0; r <= runs; ++r) {
+    double t0 = now_seconds();
+    auto seq = runner.prefill(prefill_tokens);
+    double t1 = now_seconds();
+    if (!seq.is_ok()) {
+      std::fprintf(stderr, "%s\n", seq.error_message().c_str());
+      return 1;
+    }
+    kv.value()->free_sequence(seq.value());
+    if (r > 0) prefill_tps.push_back(prefill_tokens / (t1 - t0));
+  }
+  const double p = median(prefill_tps);
+  // Prefill is compute-bound: its ceiling is the matrix throughput, 2 FLOP per weight per token (attention
+  // FLOPs excluded), reported as the FLOP rate achieved.
+  const double flops = 2.0 * static_cast<double>(info.parameters) * p;
+  std::printf("prefill   %lld tokens: %.1f tok/s (%.1f TFLOP/s in weight matmuls; median of %d)\n",
+              static_cast<long long>(prefill_tokens), p, flops / 1e12, runs);
+  j["prefill"] = {{"tokens", prefill_tokens}, {"tok_s", p}, {"runs_tok_s", prefill_tps}, {"weight_tflops", flops / 1e12}};
+  if (!json_path.empty()) std::ofstream(json_path) << j.dump(1) << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace helium
+
+int main(int argc, char** argv) { return helium::run(argc, argv); }
