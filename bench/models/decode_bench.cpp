@@ -222,10 +222,12 @@ int run(int argc, char** argv) {
     const double mean_context = context + tokens / 2.0;
     const double ceiling = bandwidth / (weight_bytes + kv_bytes_per_position * mean_context);
     const double d = median(tps);
+    std::fflush(stdout);
     std::printf("decode    context %6lld: %8.2f tok/s   ceiling %8.2f tok/s   ratio %.3f   (%lld tokens, median of %d)\n",
                 static_cast<long long>(context), d, ceiling, d / ceiling, static_cast<long long>(tokens), runs);
     j["decode"].push_back({{"context", context}, {"tokens", tokens}, {"tok_s", d}, {"runs_tok_s", tps},
                            {"ceiling_tok_s", ceiling}, {"ratio", d / ceiling}});
+    if (!json_path.empty()) std::ofstream(json_path) << j.dump(1) << "\n";  // partial results survive a timeout
   }
   std::vector<double> prefill_tps;
   for (int r = 0; r <= runs; ++r) {

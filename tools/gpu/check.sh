@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The GPU check, in one call on the GPU machine: the CUDA op tests, the golden models on CUDA (and CPU),
+# the batch-invariance and tree tests, compute-sanitizer over one short generation, and the benchmarks.
+# Writes logs and JSON under $OUT (at most 8 files come back).
+#
+# Binaries: built here with `tools/gpu/check.sh build` (needs the project's Debian dependencies), or
+# built on a development machine and carried as .gpu-bin/bin.tar.xz (`tools/gpu/check.sh pack` there):
+#   cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHELIUM_CUDA_ARCHS=90a-real
+#   cmake --build build/gpu --target models_test kv_test cuda_matmul_test cuda_attention_test \
+#     helium_bench_decode helium_bench_cuda_matmul helium_bench_cuda_attention
+set -u
+OUT=${OUT:-/tmp/helium-gpu-out}
+mkdir -p "$OUT"
+BIN=/tmp/helium-gpu-bin
+TARGETS="models_test kv_test cuda_matmul_test cuda_attention_test helium_bench_decode helium_bench_cuda_matmul helium_bench_cuda_attention"
+
+case "${1:-run}" in
+  pack)  # on the development machine: strip and compress the binaries for `carry`
+    rm -rf .gpu-bin && mkdir -p .gpu-bin /tmp/helium-pack && rm -rf /tmp/helium-pack/*
+    for t in $TARGETS; do cp "$(find build/gpu -type f -name "$t" -perm -u+x | head -1)" /tmp/helium-pack/; done
+    strip /tmp/helium-pack/*
+    tar -C /tmp/helium-pack -cf - . | xz -T0 -6 > .gpu-bin/bin.tar.xz
+    ls -la .gpu-bin
+    exit 0 ;;
+  build)
+    cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHELIUM_CUDA_ARCHS=90a-real -DHELIUM_CUDA=ON &&
+      cmake --build build/gpu -j "$(nproc)" --target $TARGETS || exit 1
+    mkdir -p "$BIN" && for t in $TARGETS; do cp "$(find build/gpu -type f -name "$t" -perm -u+x | head -1)" "$BIN/"; done ;;
+  *)
+    mkdir -p "$BIN" && tar -C "$BIN" -xJf .gpu-bin/bin.tar.xz || exit 1 ;;
+esac
+
+LOG="$OUT/check.log"
+run() {  # run NAME TIMEOUT COMMAND...: logs the command, its output and its exit code
+  local name=$1 limit=$2
+  shift 2
+  echo "=== $name: $*" | tee -a "$LOG"
+  local t0=$SECONDS
+  timeout "$limit" "$@" >>"$LOG" 2>&1
+  local rc=$?
+  echo "=== $name: exit $rc in $((SECONDS - t0)) s" | tee -a "$LOG"
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee -a "$LOG"
+run cuda_matmul_test 150 "$BIN/cuda_matmul_test" --gtest_output=json:"$OUT/tests.json"
+run cuda_attention_test 200 "$BIN/cuda_attention_test" --gtest_brief=1
+run models_test 120 "$BIN/models_test" --gtest_brief=1
+run kv_test 30 "$BIN/kv_test" --gtest_brief=1
+run sanitizer 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/models_test" \
+  --gtest_filter='*GreedyContinuationMatchesTransformers/cuda_tiny_qwen3*'
+run bench_decode 240 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --json "$OUT/decode.json"
+run bench_matmul 120 "$BIN/helium_bench_cuda_matmul" --json "$OUT/matmul.json"
+run bench_attention 90 "$BIN/helium_bench_cuda_attention" --json "$OUT/attention.json"
+grep -E "^=== .*exit" "$LOG"
