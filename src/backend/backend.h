@@ -104,6 +104,14 @@ struct AttentionShape {
   float scale = 0.0f;  // softmax scale, usually 1/sqrt(head_dim)
 };
 
+// A recorded sequence of ops that can be replayed (a CUDA graph): replay runs the same kernels on the
+// same buffers, so whatever changes between replays must be uploaded into those buffers first.
+class OpGraph {
+ public:
+  virtual ~OpGraph() = default;
+  virtual void replay() = 0;
+};
+
 // The op interface. All ops are enqueued on the backend's stream in call order; the CPU backend runs
 // them eagerly. Activations are F32 unless stated. Row-major shapes are given per op.
 // Batch invariance (DESIGN.md invariant 2): for every op, output row i depends only on input row i (and
@@ -122,6 +130,12 @@ class Backend {
   virtual void copy_to_device(Tensor dst, const void* host) = 0;  // dst.bytes() bytes
   virtual void copy_to_host(void* host, const Tensor& src) = 0;   // src.bytes() bytes
   virtual void synchronize() = 0;
+
+  // Graphs: between begin_capture() and end_capture() ops are recorded, not run. Backends without graphs
+  // (the CPU) say so and callers run the ops directly. No copies or synchronisation inside a capture.
+  virtual bool supports_graphs() const { return false; }
+  virtual void begin_capture() {}
+  virtual Result<std::unique_ptr<OpGraph>> end_capture() { return Status::error(name() + ": no graph support"); }
 
   // out(rows, dim) = table(vocab, dim)[ids(rows) I32]; table F32/F16/BF16.
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor out) = 0;

@@ -4,6 +4,8 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <tuple>
 
 namespace helium {
 namespace {
@@ -51,6 +53,19 @@ class DenseTransformer final : public Model {
   Tensor tokens_, positions_, write_slots_, row_table_, prefix_lens_, tree_masks_, logit_index_;
   Tensor block_tables_;  // (max_rows * max_pages) I32: room for one full table per row
   int64_t max_pages_ = 0;
+  std::vector<int32_t> table_upload_;  // host staging of the block tables, reused
+
+  // Recorded decode steps, by (rows, logit rows, tree masks present, KV cache).
+  static constexpr int kMaxGraphRows = 64;
+  struct GraphKey {
+    int rows, logit_rows;
+    bool tree;
+    const void* kv;
+    bool operator<(const GraphKey& o) const {
+      return std::tie(rows, logit_rows, tree, kv) < std::tie(o.rows, o.logit_rows, o.tree, o.kv);
+    }
+  };
+  std::map<GraphKey, std::unique_ptr<OpGraph>> graphs_;
 };
 
 Result<Tensor> DenseTransformer::plan(int64_t rows, int64_t cols, DType dtype) {
@@ -208,13 +223,23 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
   if (logits.size() != logit_rows.size() * static_cast<size_t>(c.vocab_size))
     return Status::error("logits buffer has the wrong size");
 
+  // Graphs replay decode-sized batches (the same kernels on the same buffers): every shape a kernel
+  // sees must then be fixed per graph, so the block tables are uploaded full width (one table per row)
+  // and attention is sized for the whole context. Larger batches (prefill) run directly.
+  const bool graph = backend_.supports_graphs() && rows <= kMaxGraphRows;
+  const int64_t tables = graph ? rows : batch.n_tables;
+  const int64_t width = graph ? max_pages_ : batch.table_width;
+  std::vector<int32_t>& packed = table_upload_;
+  packed.assign(static_cast<size_t>(tables * width), 0);
+  for (int64_t t = 0; t < batch.n_tables; ++t)
+    std::copy_n(batch.block_tables.begin() + t * batch.table_width, batch.table_width, packed.begin() + t * width);
   backend_.copy_to_device(vector_of(tokens_, rows), batch.tokens.data());
   backend_.copy_to_device(vector_of(positions_, rows), batch.positions.data());
   backend_.copy_to_device(vector_of(write_slots_, rows), batch.kv_write_slots.data());
   backend_.copy_to_device(vector_of(row_table_, rows), batch.row_table.data());
   backend_.copy_to_device(vector_of(prefix_lens_, rows), batch.prefix_lens.data());
-  Tensor block_tables(block_tables_.data, DType::I32, {batch.n_tables, batch.table_width});
-  backend_.copy_to_device(block_tables, batch.block_tables.data());
+  Tensor block_tables(block_tables_.data, DType::I32, {tables, width});
+  backend_.copy_to_device(block_tables, packed.data());
   AttentionLayout layout;
   layout.page_size = batch.page_size;
   layout.block_tables = block_tables;
@@ -225,27 +250,42 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
     layout.tree_masks = vector_of(tree_masks_, rows);
     backend_.copy_to_device(layout.tree_masks, batch.tree_masks.data());
   }
-  for (int r = 0; r < rows; ++r)
-    layout.max_keys = std::max(layout.max_keys, batch.prefix_lens[r] + (batch.tree_masks.empty() ? 0 : std::popcount(batch.tree_masks[r])));
-
-  backend_.embedding(w_.embed_tokens, vector_of(tokens_, rows), rows_of(x_, rows));
-  for (int l = 0; l < c.layers; ++l) {
-    attention_block(w_.layers[l], kv[l], layout, rows);
-    mlp_block(w_.layers[l], rows);
+  if (graph) {
+    layout.max_keys = static_cast<int32_t>(max_context_);
+  } else {
+    for (int r = 0; r < rows; ++r)
+      layout.max_keys = std::max(layout.max_keys, batch.prefix_lens[r] + (batch.tree_masks.empty() ? 0 : std::popcount(batch.tree_masks[r])));
   }
-  if (logit_rows.empty()) {
-    backend_.synchronize();
-    return Status::ok();
-  }
-  // Only the rows whose logits are wanted go through the final norm and the head.
   const int n = static_cast<int>(logit_rows.size());
-  backend_.copy_to_device(vector_of(logit_index_, n), logit_rows.data());
-  Tensor picked = rows_of(xn_, n);
-  backend_.gather_rows(rows_of(x_, rows), vector_of(logit_index_, n), picked);
-  backend_.rms_norm(picked, w_.final_norm, c.rms_norm_eps, false, picked);
-  Tensor out = rows_of(logits_, n);
-  backend_.matmul(picked, w_.lm_head, Tensor(), out);
-  backend_.copy_to_host(logits.data(), out);
+  if (n > 0) backend_.copy_to_device(vector_of(logit_index_, n), logit_rows.data());
+
+  auto compute = [&] {
+    backend_.embedding(w_.embed_tokens, vector_of(tokens_, rows), rows_of(x_, rows));
+    for (int l = 0; l < c.layers; ++l) {
+      attention_block(w_.layers[l], kv[l], layout, rows);
+      mlp_block(w_.layers[l], rows);
+    }
+    if (n == 0) return;
+    // Only the rows whose logits are wanted go through the final norm and the head.
+    Tensor picked = rows_of(xn_, n);
+    backend_.gather_rows(rows_of(x_, rows), vector_of(logit_index_, n), picked);
+    backend_.rms_norm(picked, w_.final_norm, c.rms_norm_eps, false, picked);
+    backend_.matmul(picked, w_.lm_head, Tensor(), rows_of(logits_, n));
+  };
+  if (graph) {
+    const GraphKey key{rows, n, !batch.tree_masks.empty(), kv[0].k.data};
+    auto it = graphs_.find(key);
+    if (it == graphs_.end()) {
+      backend_.begin_capture();
+      compute();
+      HELIUM_ASSIGN_OR_RETURN(auto recorded, backend_.end_capture());
+      it = graphs_.emplace(key, std::move(recorded)).first;
+    }
+    it->second->replay();
+  } else {
+    compute();
+  }
+  if (n > 0) backend_.copy_to_host(logits.data(), rows_of(logits_, n));
   backend_.synchronize();
   return Status::ok();
 }

@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_backend.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -24,6 +25,17 @@ Status cuda_status(cudaError_t e, const std::string& what) {
   if (e == cudaSuccess) return Status::ok();
   return Status::error("CUDA: " + what + ": " + cudaGetErrorString(e));
 }
+
+class CudaGraph final : public OpGraph {
+ public:
+  CudaGraph(cudaGraphExec_t exec, cudaStream_t stream) : exec_(exec), stream_(stream) {}
+  ~CudaGraph() override { cudaGraphExecDestroy(exec_); }
+  void replay() override { HELIUM_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  cudaGraphExec_t exec_;
+  cudaStream_t stream_;
+};
 
 }  // namespace
 
@@ -212,6 +224,25 @@ void CudaBackend::synchronize() {
   HELIUM_CUDA_CHECK(cudaStreamSynchronize(impl_->ctx.stream));
   impl_->finish_downloads();
   impl_->pinned_used = 0;
+}
+
+bool CudaBackend::supports_graphs() const {
+  const char* env = std::getenv("HELIUM_CUDA_GRAPHS");
+  return env == nullptr || std::string(env) != "0";
+}
+
+void CudaBackend::begin_capture() {
+  HELIUM_CUDA_CHECK(cudaStreamBeginCapture(impl_->ctx.stream, cudaStreamCaptureModeThreadLocal));
+}
+
+Result<std::unique_ptr<OpGraph>> CudaBackend::end_capture() {
+  cudaGraph_t graph = nullptr;
+  HELIUM_RETURN_IF_ERROR(cuda_status(cudaStreamEndCapture(impl_->ctx.stream, &graph), "end of graph capture"));
+  cudaGraphExec_t exec = nullptr;
+  Status st = cuda_status(cudaGraphInstantiate(&exec, graph, 0), "graph instantiation");
+  cudaGraphDestroy(graph);
+  HELIUM_RETURN_IF_ERROR(st);
+  return std::unique_ptr<OpGraph>(std::make_unique<CudaGraph>(exec, impl_->ctx.stream));
 }
 
 void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {

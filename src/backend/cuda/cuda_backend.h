@@ -60,6 +60,10 @@ class CudaBackend final : public Backend {
   void copy_to_device(Tensor dst, const void* host) override;
   void copy_to_host(void* host, const Tensor& src) override;
   void synchronize() override;
+  // Graphs are on unless HELIUM_CUDA_GRAPHS=0 (for comparisons).
+  bool supports_graphs() const override;
+  void begin_capture() override;
+  Result<std::unique_ptr<OpGraph>> end_capture() override;
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) override;
