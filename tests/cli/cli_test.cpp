@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "loader/checkpoint.h"
 
 namespace helium {
@@ -20,7 +22,10 @@ struct Output {
 
 // Runs the binary with `args` (already shell-quoted), capturing stdout and stderr.
 Output helium(const std::string& args) {
-  std::string err_path = ::testing::TempDir() + "helium_cli_stderr.txt";
+  // ctest runs test cases as parallel processes: each call gets its own stderr file.
+  static int calls = 0;
+  std::string err_path = ::testing::TempDir() + "helium_cli_stderr_" + std::to_string(::getpid()) + "_" +
+                         std::to_string(calls++) + ".txt";
   std::string cmd = std::string(HELIUM_BINARY) + " " + args + " 2>" + err_path;
   Output o;
   FILE* p = ::popen(cmd.c_str(), "r");
@@ -31,6 +36,7 @@ Output helium(const std::string& args) {
   o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   auto err = read_file(err_path);
   if (err.is_ok()) o.err = err.value();
+  std::remove(err_path.c_str());
   return o;
 }
 
