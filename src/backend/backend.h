@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -104,6 +105,12 @@ struct AttentionShape {
   float scale = 0.0f;  // softmax scale, usually 1/sqrt(head_dim)
 };
 
+// A weight matmul a model will run: y(rows, n) = x(rows, k) · w(n, k)ᵀ with w of `dtype`.
+struct MatmulShape {
+  int64_t n = 0, k = 0;
+  DType dtype = DType::BF16;
+};
+
 // A recorded sequence of ops that can be replayed (a CUDA graph): replay runs the same kernels on the
 // same buffers, so whatever changes between replays must be uploaded into those buffers first.
 class OpGraph {
@@ -134,6 +141,15 @@ class Backend {
   // Graphs: between begin_capture() and end_capture() ops are recorded, not run. Backends without graphs
   // (the CPU) say so and callers run the ops directly. No copies or synchronisation inside a capture.
   virtual bool supports_graphs() const { return false; }
+
+  // Chooses launch configurations for these matmul shapes, by timing candidates on this device, or
+  // from a cache of an earlier choice for the same device, driver and shapes (retune: ignore the cache).
+  // Backends with nothing to tune return ok. Call once at load, before any op.
+  virtual Status tune_matmuls(const std::vector<MatmulShape>& shapes, bool retune) {
+    (void)shapes;
+    (void)retune;
+    return Status::ok();
+  }
   virtual void begin_capture() {}
   virtual Result<std::unique_ptr<OpGraph>> end_capture() { return Status::error(name() + ": no graph support"); }
 

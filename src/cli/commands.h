@@ -37,7 +37,15 @@ struct InfoOptions {
   int64_t context = 0;
 };
 
+struct TuneOptions {
+  std::string model;
+  std::string device = "auto";
+  std::string load_format = "weights";
+};
+
 void add_run_command(CLI::App& app, RunOptions& options);
+void add_tune_command(CLI::App& app, TuneOptions& options);
+int tune_command(const TuneOptions& options);
 void add_info_command(CLI::App& app, InfoOptions& options);
 int run_command(const RunOptions& options);
 int info_command(const InfoOptions& options);

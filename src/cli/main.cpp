@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   helium::cli::add_run_command(app, run);
   helium::cli::InfoOptions info;
   helium::cli::add_info_command(app, info);
+  helium::cli::TuneOptions tune;
+  helium::cli::add_tune_command(app, tune);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -22,5 +24,6 @@ int main(int argc, char** argv) {
   }
   if (app.got_subcommand("run")) return helium::cli::run_command(run);
   if (app.got_subcommand("info")) return helium::cli::info_command(info);
+  if (app.got_subcommand("tune")) return helium::cli::tune_command(tune);
   return 1;
 }

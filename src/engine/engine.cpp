@@ -36,14 +36,10 @@ std::vector<std::string> available_devices() {
 #endif
 }
 
-Result<std::unique_ptr<Engine>> Engine::load(const std::string& model_dir, const EngineOptions& options) {
-  std::unique_ptr<Engine> e(new Engine());
-  HELIUM_ASSIGN_OR_RETURN(e->checkpoint_, load_checkpoint(model_dir, options.load_format));
-  int64_t context = options.context;
-  if (context <= 0) {
-    ConfigReader r(e->checkpoint_.config, model_dir + "/config.json");
-    context = std::min<int64_t>(r.integer_or("max_position_embeddings", 4096), 32768);
-  }
+namespace {
+
+// The backend for options.device ("auto": CUDA when this build has it and a GPU is present).
+Result<std::unique_ptr<Backend>> make_backend(const EngineOptions& options, int64_t context) {
   std::string device = options.device;
 #if HELIUM_HAVE_CUDA
   if (device == "auto") device = cuda_device_count() > 0 ? "cuda" : "cpu";
@@ -52,25 +48,49 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& model_dir, const
     co.max_rows = options.max_rows;
     co.max_context = context;
     HELIUM_ASSIGN_OR_RETURN(auto cuda, CudaBackend::create(co));
-    e->backend_ = std::move(cuda);
+    return std::unique_ptr<Backend>(std::move(cuda));
   }
 #else
   if (device == "auto") device = "cpu";
 #endif
   if (device == "cpu") {
     HELIUM_ASSIGN_OR_RETURN(auto cpu, CpuBackend::create(options.threads));
-    e->backend_ = std::move(cpu);
+    return std::unique_ptr<Backend>(std::move(cpu));
   }
-  if (e->backend_ == nullptr) {
-    std::string list;
-    for (const auto& d : available_devices()) list += (list.empty() ? "" : ", ") + d;
-    return Status::error("device '" + options.device + "' is not available in this build (available: " + list + ")");
+  std::string list;
+  for (const auto& d : available_devices()) list += (list.empty() ? "" : ", ") + d;
+  return Status::error("device '" + options.device + "' is not available in this build (available: " + list + ")");
+}
+
+}  // namespace
+
+Result<std::string> Engine::tune(const std::string& model_dir, EngineOptions options) {
+  HELIUM_ASSIGN_OR_RETURN(Checkpoint ckpt, load_checkpoint(model_dir, options.load_format));
+  HELIUM_ASSIGN_OR_RETURN(auto backend, make_backend(options, options.context > 0 ? options.context : 4096));
+  ModelOptions mo;
+  mo.max_rows = options.max_rows;
+  mo.max_context = options.context > 0 ? options.context : 4096;
+  mo.retune_kernels = true;
+  HELIUM_ASSIGN_OR_RETURN(auto model, load_model(ckpt, *backend, mo));
+  return backend->name();
+}
+
+Result<std::unique_ptr<Engine>> Engine::load(const std::string& model_dir, const EngineOptions& options) {
+  std::unique_ptr<Engine> e(new Engine());
+  HELIUM_ASSIGN_OR_RETURN(e->checkpoint_, load_checkpoint(model_dir, options.load_format));
+  int64_t context = options.context;
+  if (context <= 0) {
+    ConfigReader r(e->checkpoint_.config, model_dir + "/config.json");
+    context = std::min<int64_t>(r.integer_or("max_position_embeddings", 4096), 32768);
   }
+  HELIUM_ASSIGN_OR_RETURN(e->backend_, make_backend(options, context));
+  const std::string device = e->backend_->name().rfind("cpu", 0) == 0 ? "cpu" : "cuda";
   const DType kv_dtype = options.kv_dtype.value_or(device == "cpu" ? DType::F32 : DType::BF16);
   HELIUM_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::from_dir(model_dir));
   ModelOptions mo;
   mo.max_rows = options.max_rows;
   mo.max_context = context;
+  mo.retune_kernels = options.retune_kernels;
   HELIUM_ASSIGN_OR_RETURN(e->model_, load_model(e->checkpoint_, *e->backend_, mo));
   HELIUM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(*e->backend_, e->model_->kv_spec(), context, kv_dtype, mo.kv_page_size));
   e->eos_ids_ = e->checkpoint_.generation.eos_token_ids;

@@ -28,6 +28,7 @@ struct EngineOptions {
   int max_rows = 256;           // rows per forward (prefill chunk)
   std::optional<DType> kv_dtype;  // default: F32 on the CPU (exact), BF16 on CUDA
   LoadFormat load_format = LoadFormat::Weights;
+  bool retune_kernels = false;  // re-time kernel configurations rather than use the device's cache
 };
 
 // The devices this build can run on, e.g. {"cpu", "cuda"}; "cuda" only when built with CUDA.
@@ -60,6 +61,10 @@ class Engine {
   // Loads the checkpoint directory (config, weights, tokenizer) onto the chosen device.
   static Result<std::unique_ptr<Engine>> load(const std::string& model_dir, const EngineOptions& options);
   ~Engine();
+
+  // Loads the model's weights onto the device with retune_kernels set (the `helium tune` command) and
+  // returns the device name; the tuning cache is rewritten as a side effect.
+  static Result<std::string> tune(const std::string& model_dir, EngineOptions options);
 
   Result<GenerationResult> generate(const GenerationRequest& request, const TokenCallback& on_token = nullptr);
 

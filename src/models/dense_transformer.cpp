@@ -19,7 +19,7 @@ class DenseTransformer final : public Model {
   DenseTransformer(DenseConfig config, Backend& backend, int max_rows)
       : config_(std::move(config)), backend_(backend), max_rows_(max_rows) {}
 
-  Status init(DenseWeights host, const WeightMap& map, int64_t max_context, int page_size);
+  Status init(DenseWeights host, const WeightMap& map, int64_t max_context, int page_size, bool retune);
   const ModelInfo& info() const override { return info_; }
   KvSpec kv_spec() const override {
     return {config_.layers, static_cast<int64_t>(config_.n_kv_heads) * config_.head_dim};
@@ -75,7 +75,8 @@ Result<Tensor> DenseTransformer::plan(int64_t rows, int64_t cols, DType dtype) {
   return Tensor(buffer->data(), dtype, {rows, cols});
 }
 
-Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t max_context, int page_size) {
+Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t max_context, int page_size,
+                              bool retune) {
   const DenseConfig& c = config_;
   max_context_ = max_context;
   // Import every weight (zero-copy on the CPU backend). Dummy weights (shape only) are created on the
@@ -107,6 +108,16 @@ Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t m
       HELIUM_RETURN_IF_ERROR(import(*t));
   }
   w_ = std::move(host);
+  // The backend tunes its kernels for this model's own matmul shapes (cached per device and shapes).
+  std::vector<MatmulShape> shapes;
+  auto shape_of = [&](const Tensor& t) {
+    if (t.rank == 2) shapes.push_back({t.shape[0], t.shape[1], t.dtype});
+  };
+  const DenseLayerWeights& l0 = w_.layers.front();
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&l0.q_proj, &l0.k_proj, &l0.v_proj, &l0.o_proj, &l0.gate_proj, &l0.up_proj, &l0.down_proj,
+                          &w_.lm_head})
+    shape_of(*t);
+  HELIUM_RETURN_IF_ERROR(backend_.tune_matmuls(shapes, retune));
 
   const int64_t rows = max_rows_, q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
   HELIUM_ASSIGN_OR_RETURN(x_, plan(rows, c.hidden_size, DType::F32));
@@ -371,7 +382,8 @@ Result<std::unique_ptr<Model>> make_dense_transformer(DenseConfig config, DenseW
   int64_t max_context = options.max_context > 0 ? options.max_context : config.max_context;
   if (options.max_rows <= 0) return Status::error("max_rows must be positive");
   auto model = std::make_unique<DenseTransformer>(std::move(config), backend, options.max_rows);
-  HELIUM_RETURN_IF_ERROR(model->init(std::move(host_weights), weights, max_context, std::max(1, options.kv_page_size)));
+  HELIUM_RETURN_IF_ERROR(model->init(std::move(host_weights), weights, max_context, std::max(1, options.kv_page_size),
+                                     options.retune_kernels));
   return std::unique_ptr<Model>(std::move(model));
 }
 

@@ -85,6 +85,7 @@ struct ModelOptions {
   int max_rows = 256;         // rows per forward; longer prompts are split by the engine
   int64_t max_context = 0;    // 0: the model's own
   int kv_page_size = 16;      // positions per KV page (sizes the block-table buffer)
+  bool retune_kernels = false;  // re-time the backend's kernel configurations instead of using its cache
 };
 
 class Model {

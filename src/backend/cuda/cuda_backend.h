@@ -62,6 +62,12 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   // Graphs are on unless HELIUM_CUDA_GRAPHS=0 (for comparisons).
   bool supports_graphs() const override;
+  // Times every decode-matmul candidate (matmul_decode_candidates) at one row for each shape and keeps
+  // the fastest; the choice is cached as JSON in $HELIUM_CACHE_DIR (default ~/.cache/helium)/tune, keyed by
+  // GPU, compute capability, driver and a hash of the shapes. A tuned configuration may sum in another
+  // order than the default: results stay batch-invariant, and the cache keeps them stable across runs.
+  Status tune_matmuls(const std::vector<MatmulShape>& shapes, bool retune) override;
+  std::string tuning_cache_path(const std::vector<MatmulShape>& shapes) const;
   void begin_capture() override;
   Result<std::unique_ptr<OpGraph>> end_capture() override;
 

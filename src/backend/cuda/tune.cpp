@@ -1,0 +1,121 @@
+// backend/cuda/tune.cu — start-up autotuning of the decode matmul configurations (issue: launch
+// configurations are chosen by timing candidates on the actual GPU for the model's own shapes, cached
+// per GPU, driver and model).
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/cuda_backend_impl.h"
+
+namespace helium {
+namespace {
+
+std::string cache_dir() {
+  if (const char* d = std::getenv("HELIUM_CACHE_DIR"); d != nullptr && *d) return d;
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h) return std::string(h) + "/.cache/helium";
+  return "/tmp/helium-cache";
+}
+
+std::string sanitize(std::string s) {
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '-';
+  return s;
+}
+
+nlohmann::json config_to_json(const cuda::MatmulDecodeConfig& c) {
+  return {{"features_per_lane", c.features_per_lane}, {"rounds_in_flight", c.rounds_in_flight},
+          {"feature_warps", c.feature_warps}, {"k_warps", c.k_warps}};
+}
+
+}  // namespace
+
+std::string CudaBackend::tuning_cache_path(const std::vector<MatmulShape>& shapes) const {
+  std::ostringstream key;
+  for (const auto& s : shapes) key << s.n << 'x' << s.k << dtype_name(s.dtype) << ';';
+  const size_t hash = std::hash<std::string>{}(key.str());
+  std::ostringstream name;
+  name << sanitize(impl_->info.name) << "_sm" << impl_->info.compute_capability << "_driver" << impl_->info.driver_version
+       << "_" << std::hex << hash << ".json";
+  return cache_dir() + "/tune/" + name.str();
+}
+
+Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool retune) {
+  Impl& m = *impl_;
+  const std::string path = tuning_cache_path(shapes);
+  m.matmul_table.entries.clear();
+  if (!retune) {
+    std::ifstream in(path);
+    if (in) {
+      try {
+        nlohmann::json j = nlohmann::json::parse(in);
+        for (const auto& e : j.at("shapes")) {
+          cuda::MatmulDecodeShapeConfig sc;
+          sc.n = e.at("n").get<int64_t>();
+          sc.k = e.at("k").get<int64_t>();
+          sc.w_dtype = dtype_from_name(e.at("dtype").get<std::string>()).value_or(DType::BF16);
+          const auto& c = e.at("config");
+          sc.config = {c.at("features_per_lane").get<int>(), c.at("rounds_in_flight").get<int>(),
+                       c.at("feature_warps").get<int>(), c.at("k_warps").get<int>()};
+          if (!cuda::matmul_decode_config_valid(sc.config, sc.w_dtype)) throw std::runtime_error("invalid config");
+          m.matmul_table.entries.push_back(sc);
+        }
+        m.ctx.matmul_decode_table = &m.matmul_table;
+        return Status::ok();
+      } catch (const std::exception&) {
+        m.matmul_table.entries.clear();  // a damaged cache is re-measured, not trusted
+      }
+    }
+  }
+  // Time each candidate at one row (the decode case) on random inputs.
+  nlohmann::json out = {{"gpu", m.info.name}, {"compute_capability", m.info.compute_capability},
+                        {"driver", m.info.driver_version}, {"shapes", nlohmann::json::array()}};
+  cudaEvent_t start, stop;
+  HELIUM_CUDA_CHECK(cudaEventCreate(&start));
+  HELIUM_CUDA_CHECK(cudaEventCreate(&stop));
+  for (const MatmulShape& s : shapes) {
+    bool seen = false;
+    for (const auto& e : m.matmul_table.entries) seen |= e.n == s.n && e.k == s.k && e.w_dtype == s.dtype;
+    if (seen) continue;
+    HELIUM_ASSIGN_OR_RETURN(auto wbuf, allocate(static_cast<size_t>(s.n * s.k) * dtype_bytes(s.dtype)));
+    HELIUM_ASSIGN_OR_RETURN(auto xbuf, allocate(static_cast<size_t>(s.k) * 4));
+    HELIUM_ASSIGN_OR_RETURN(auto ybuf, allocate(static_cast<size_t>(s.n) * 4));
+    Tensor w(wbuf->data(), s.dtype, {s.n, s.k}), x(xbuf->data(), DType::F32, {1, s.k}), y(ybuf->data(), DType::F32, {1, s.n});
+    fill_random(w, 1, 0.0f, 0.05f);
+    fill_random(x, 2, 0.0f, 1.0f);
+    cuda::MatmulDecodeConfig best = cuda::matmul_decode_default_config(s.n, s.k, s.dtype);
+    float best_us = 1e30f;
+    for (const auto& cand : cuda::matmul_decode_candidates(s.n, s.k, s.dtype)) {
+      for (int i = 0; i < 3; ++i) cuda::matmul_decode(m.ctx, x, w, Tensor(), y, cand);
+      constexpr int kReps = 20;
+      HELIUM_CUDA_CHECK(cudaEventRecord(start, m.ctx.stream));
+      for (int i = 0; i < kReps; ++i) cuda::matmul_decode(m.ctx, x, w, Tensor(), y, cand);
+      HELIUM_CUDA_CHECK(cudaEventRecord(stop, m.ctx.stream));
+      HELIUM_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      HELIUM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      const float us = ms * 1000.0f / kReps;
+      if (us < best_us) {
+        best_us = us;
+        best = cand;
+      }
+    }
+    m.matmul_table.entries.push_back({s.n, s.k, s.dtype, best});
+    out["shapes"].push_back({{"n", s.n}, {"k", s.k}, {"dtype", std::string(dtype_name(s.dtype))},
+                             {"config", config_to_json(best)}, {"us", best_us}});
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  m.ctx.matmul_decode_table = &m.matmul_table;
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::ofstream(path) << out.dump(1) << "\n";  // a cache that cannot be written only costs a re-tune
+  return Status::ok();
+}
+
+}  // namespace helium
