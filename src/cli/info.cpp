@@ -69,6 +69,7 @@ int info_command(const InfoOptions& o) {
     std::cerr << "helium: " << ckpt.error_message() << "\n";
     return 1;
   }
+  for (const auto& w : ckpt->warnings) std::cerr << "helium: warning: " << w << "\n";
   int64_t context = o.context;
   if (context <= 0) context = std::min<int64_t>(ckpt->config.value("max_position_embeddings", int64_t{4096}), 32768);
   CountingBackend plan;

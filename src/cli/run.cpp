@@ -65,6 +65,7 @@ int run_command(const RunOptions& o) {
     return 1;
   }
   Engine& e = *engine.value();
+  for (const auto& w : e.checkpoint().warnings) std::cerr << "helium: warning: " << w << "\n";
   std::string text = o.prompt;
   if (o.chat) {
     auto chat = single_turn_chat(e.tokenizer(), o.prompt);
