@@ -6,7 +6,7 @@
 // multi-threaded read. Medians of --runs after one warm-up. Prints a table and writes JSON.
 //
 //   helium_bench_decode [--device cpu|cuda] [--config DIR] [--contexts 1024,8192,32768] [--tokens 512]
-//                       [--prefill 4096] [--runs 3] [--threads N] [--json PATH]
+//                       [--prefill 4096] [--chunk ROWS] [--runs 3] [--threads N] [--json PATH]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -111,7 +111,7 @@ int run(int argc, char** argv) {
   std::string device = "cpu", config = std::string(HELIUM_SOURCE_DIR) + "/bench/configs/qwen3-0.6b", json_path;
   std::string contexts_arg;
   int64_t tokens = -1, prefill_tokens = -1;
-  int runs = 3, threads = 0;
+  int runs = 3, threads = 0, chunk = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--device") device = v;
@@ -121,6 +121,7 @@ int run(int argc, char** argv) {
     else if (a == "--prefill") prefill_tokens = std::stoll(v);
     else if (a == "--runs") runs = std::stoi(v);
     else if (a == "--threads") threads = std::stoi(v);
+    else if (a == "--chunk") chunk = std::stoi(v);
     else if (a == "--json") json_path = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
@@ -132,6 +133,8 @@ int run(int argc, char** argv) {
   std::vector<int64_t> contexts = parse_list(contexts_arg.empty() ? (cuda ? "1024,8192,32768" : "128") : contexts_arg);
   if (tokens < 0) tokens = cuda ? 512 : 32;
   if (prefill_tokens < 0) prefill_tokens = cuda ? 4096 : 128;
+  // Rows per prefill forward: whole 4K prompts on the GPU (large GEMMs), 256 on the CPU.
+  if (chunk < 0) chunk = cuda ? 4096 : 256;
   const int64_t max_context = std::max(*std::max_element(contexts.begin(), contexts.end()) + tokens, prefill_tokens) + 16;
 
   auto ckpt = load_checkpoint(config, LoadFormat::Dummy);
@@ -146,6 +149,7 @@ int run(int argc, char** argv) {
   if (cuda) {
     CudaBackendOptions co;
     co.max_context = max_context;
+    co.max_rows = chunk;
     auto b = CudaBackend::create(co);
     if (!b.is_ok()) {
       std::fprintf(stderr, "%s\n", b.error_message().c_str());
@@ -171,7 +175,7 @@ int run(int argc, char** argv) {
     return 1;
   }
   ModelOptions mo;
-  mo.max_rows = 256;
+  mo.max_rows = chunk;
   mo.max_context = max_context;
   auto model = load_model(ckpt.value(), *backend, mo);
   if (!model.is_ok()) {

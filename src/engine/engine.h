@@ -25,7 +25,7 @@ struct EngineOptions {
   std::string device = "auto";  // "cpu", "cuda", or "auto" (cuda when a GPU is present)
   int threads = 0;              // CPU threads; 0 = all
   int64_t context = 0;          // KV positions; 0 = the model's max_position_embeddings, capped at 32768
-  int max_rows = 256;           // rows per forward (prefill chunk)
+  int max_rows = 0;             // rows per forward (prefill chunk); 0: 256 on the CPU, 4096 on CUDA
   std::optional<DType> kv_dtype;  // default: F32 on the CPU (exact), BF16 on CUDA
   LoadFormat load_format = LoadFormat::Weights;
   bool retune_kernels = false;  // re-time kernel configurations rather than use the device's cache

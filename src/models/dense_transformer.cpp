@@ -47,7 +47,7 @@ class DenseTransformer final : public Model {
   Tensor q_, k_, v_;    // (rows, n_heads * head_dim), (rows, kv_dim) x2
   Tensor attn_out_;     // (rows, n_heads * head_dim)
   Tensor gate_, up_;    // (rows, intermediate)
-  Tensor logits_;       // (rows, vocab)
+  Tensor logits_;       // (min(rows, kMaxLogitRows), vocab)
   Tensor inv_freq_;     // (rot_dim / 2)
   // Row metadata, I32.
   Tensor tokens_, positions_, write_slots_, row_table_, prefix_lens_, tree_masks_, logit_index_;
@@ -55,6 +55,9 @@ class DenseTransformer final : public Model {
   int64_t max_pages_ = 0;
   std::vector<int32_t> table_upload_;  // host staging of the block tables, reused
 
+  // Logits are wanted for the last prompt row, decode rows and tree nodes: a forward may ask for at most
+  // this many (a prefill chunk of thousands of rows must not plan thousands of vocabulary-wide rows).
+  static constexpr int kMaxLogitRows = 64;
   // Recorded decode steps, by (rows, logit rows, tree masks present, KV cache).
   static constexpr int kMaxGraphRows = 64;
   struct GraphKey {
@@ -128,7 +131,7 @@ Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t m
   HELIUM_ASSIGN_OR_RETURN(attn_out_, plan(rows, q_dim, DType::F32));
   HELIUM_ASSIGN_OR_RETURN(gate_, plan(rows, c.intermediate_size, DType::F32));
   HELIUM_ASSIGN_OR_RETURN(up_, plan(rows, c.intermediate_size, DType::F32));
-  HELIUM_ASSIGN_OR_RETURN(logits_, plan(rows, c.vocab_size, DType::F32));
+  HELIUM_ASSIGN_OR_RETURN(logits_, plan(std::min<int64_t>(rows, kMaxLogitRows), c.vocab_size, DType::F32));
   HELIUM_ASSIGN_OR_RETURN(inv_freq_, plan(1, c.rope.rot_dim / 2, DType::F32));
   inv_freq_ = Tensor(inv_freq_.data, DType::F32, {c.rope.rot_dim / 2});
   backend_.copy_to_device(inv_freq_, c.rope.inv_freq.data());
@@ -233,6 +236,9 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
   }
   if (logits.size() != logit_rows.size() * static_cast<size_t>(c.vocab_size))
     return Status::error("logits buffer has the wrong size");
+  if (logit_rows.size() > static_cast<size_t>(logits_.shape[0]))
+    return Status::error(std::to_string(logit_rows.size()) + " rows ask for logits; at most " +
+                         std::to_string(logits_.shape[0]) + " may");
 
   // Graphs replay decode-sized batches (the same kernels on the same buffers): every shape a kernel
   // sees must then be fixed per graph, so the block tables are uploaded full width (one table per row)
