@@ -224,6 +224,7 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
       batch.block_tables.size() != static_cast<size_t>(batch.n_tables) * batch.table_width)
     return Status::error("batch block tables exceed the planned " + std::to_string(max_pages_) + " pages per sequence");
   std::vector<int32_t> logit_rows;
+  int32_t most_keys = 0;  // the largest number of keys any row attends to
   for (int r = 0; r < rows; ++r) {
     if (batch.tokens[r] < 0 || batch.tokens[r] >= c.vocab_size)
       return Status::error("token id " + std::to_string(batch.tokens[r]) + " is outside the vocabulary of " +
@@ -232,6 +233,7 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
     if (span <= 0 || span > max_context_)
       return Status::error("row " + std::to_string(r) + " attends to " + std::to_string(span) +
                            " positions; the context holds " + std::to_string(max_context_));
+    most_keys = std::max(most_keys, span);
     if (batch.want_logits[r]) logit_rows.push_back(r);
   }
   if (logits.size() != logit_rows.size() * static_cast<size_t>(c.vocab_size))
@@ -267,12 +269,7 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
     layout.tree_masks = vector_of(tree_masks_, rows);
     backend_.copy_to_device(layout.tree_masks, batch.tree_masks.data());
   }
-  if (graph) {
-    layout.max_keys = static_cast<int32_t>(max_context_);
-  } else {
-    for (int r = 0; r < rows; ++r)
-      layout.max_keys = std::max(layout.max_keys, batch.prefix_lens[r] + (batch.tree_masks.empty() ? 0 : std::popcount(batch.tree_masks[r])));
-  }
+  layout.max_keys = graph ? static_cast<int32_t>(max_context_) : most_keys;
   const int n = static_cast<int>(logit_rows.size());
   if (n > 0) backend_.copy_to_device(vector_of(logit_index_, n), logit_rows.data());
 
