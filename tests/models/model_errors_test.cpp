@@ -7,6 +7,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "golden_fixture.h"
+#include "kv/kv_cache.h"
 #include "models/model.h"
 
 namespace helium {
@@ -109,6 +110,55 @@ TEST_F(ModelErrors, UnsupportedActivationIsNamed) {
   write_config(config_);
   std::string e = load_error();
   EXPECT_NE(e.find("gelu"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace helium
+
+namespace helium {
+namespace {
+
+// Bad batches get an error naming the problem and leave the model usable.
+TEST(ModelForward, BadBatchesAreRefused) {
+  auto ckpt = load_checkpoint(testing::golden_dir("tiny-llama"));
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.error_message();
+  CpuBackend backend(1);
+  ModelOptions mo;
+  mo.max_rows = 128;
+  mo.max_context = 256;
+  auto model = load_model(ckpt.value(), backend, mo);
+  ASSERT_TRUE(model.is_ok()) << model.error_message();
+  auto kv = KvCache::create(backend, model.value()->kv_spec(), 256, DType::F32);
+  ASSERT_TRUE(kv.is_ok());
+  const int64_t vocab = model.value()->info().vocab_size;
+
+  int32_t seq = kv.value()->new_sequence();
+  Batch many;  // 65 rows asking for logits: more than any forward may
+  for (int i = 0; i < 65; ++i) many.add(1, i, seq, true);
+  ASSERT_TRUE(kv.value()->plan(many).is_ok());
+  std::vector<float> logits(65 * vocab);
+  Status st = model.value()->forward(many, kv.value()->layers(), logits);
+  EXPECT_NE(st.message().find("ask for logits"), std::string::npos) << st.message();
+
+  Batch unplanned;
+  unplanned.add(1, 0, seq, true);
+  std::vector<float> one(vocab);
+  EXPECT_NE(model.value()->forward(unplanned, kv.value()->layers(), one).message().find("KV layout"), std::string::npos);
+
+  int32_t s2 = kv.value()->new_sequence();
+  Batch bad_token;
+  bad_token.add(static_cast<int32_t>(vocab), 0, s2, true);
+  ASSERT_TRUE(kv.value()->plan(bad_token).is_ok());
+  EXPECT_NE(model.value()->forward(bad_token, kv.value()->layers(), one).message().find("outside the vocabulary"),
+            std::string::npos);
+
+  // The model still works afterwards.
+  kv.value()->free_sequence(s2);
+  int32_t s3 = kv.value()->new_sequence();
+  Batch good;
+  good.add(1, 0, s3, true);
+  ASSERT_TRUE(kv.value()->plan(good).is_ok());
+  EXPECT_TRUE(model.value()->forward(good, kv.value()->layers(), one).is_ok());
 }
 
 }  // namespace
