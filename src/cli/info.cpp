@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "engine/engine.h"
 #include "kv/kv_cache.h"
 #include "loader/checkpoint.h"
 #include "models/model.h"
@@ -70,8 +71,7 @@ int info_command(const InfoOptions& o) {
     return 1;
   }
   for (const auto& w : ckpt->warnings) std::cerr << "helium: warning: " << w << "\n";
-  int64_t context = o.context;
-  if (context <= 0) context = std::min<int64_t>(ckpt->config.value("max_position_embeddings", int64_t{4096}), 32768);
+  const int64_t context = context_for(ckpt.value(), o.context);
   CountingBackend plan;
   ModelOptions mo;
   mo.max_context = context;

@@ -38,31 +38,37 @@ std::vector<std::string> available_devices() {
 
 namespace {
 
-// The backend for options.device ("auto": CUDA when this build has it and a GPU is present).
-// Rows per forward: large prefill chunks keep the GPU's GEMMs efficient (a 4K prompt in one chunk ran at
-// 29.2K tok/s on the H200 against 26.9K in 1K chunks, docs/benchmarks.md); the CPU gains nothing past 256.
-int rows_per_forward(const EngineOptions& options, bool cuda, int64_t context) {
-  if (options.max_rows > 0) return options.max_rows;
-  return static_cast<int>(std::min<int64_t>(cuda ? 4096 : 256, std::max<int64_t>(context, 1)));
-}
+// The backend for options.device ("auto": CUDA when this build has it and a GPU is present), with the
+// rows per forward its model is planned for: large prefill chunks keep the GPU's GEMMs efficient (a 4K
+// prompt in one chunk ran at 29.2K tok/s on the H200 against 26.9K in 1K chunks, docs/benchmarks.md); the
+// CPU gains nothing past 256.
+struct DeviceChoice {
+  std::unique_ptr<Backend> backend;
+  bool cpu = true;
+  int rows_per_forward = 0;
+};
 
-Result<std::unique_ptr<Backend>> make_backend(const EngineOptions& options, int64_t context) {
+Result<DeviceChoice> make_backend(const EngineOptions& options, int64_t context) {
+  auto rows_for = [&](bool cuda) {
+    if (options.max_rows > 0) return options.max_rows;
+    return static_cast<int>(std::min<int64_t>(cuda ? 4096 : 256, std::max<int64_t>(context, 1)));
+  };
   std::string device = options.device;
 #if HELIUM_HAVE_CUDA
   if (device == "auto") device = cuda_device_count() > 0 ? "cuda" : "cpu";
   if (device == "cuda") {
     CudaBackendOptions co;
-    co.max_rows = rows_per_forward(options, true, context);
+    co.max_rows = rows_for(true);
     co.max_context = context;
     HELIUM_ASSIGN_OR_RETURN(auto cuda, CudaBackend::create(co));
-    return std::unique_ptr<Backend>(std::move(cuda));
+    return DeviceChoice{std::move(cuda), false, co.max_rows};
   }
 #else
   if (device == "auto") device = "cpu";
 #endif
   if (device == "cpu") {
     HELIUM_ASSIGN_OR_RETURN(auto cpu, CpuBackend::create(options.threads));
-    return std::unique_ptr<Backend>(std::move(cpu));
+    return DeviceChoice{std::move(cpu), true, rows_for(false)};
   }
   std::string list;
   for (const auto& d : available_devices()) list += (list.empty() ? "" : ", ") + d;
@@ -71,31 +77,34 @@ Result<std::unique_ptr<Backend>> make_backend(const EngineOptions& options, int6
 
 }  // namespace
 
+int64_t context_for(const Checkpoint& ckpt, int64_t requested) {
+  if (requested > 0) return requested;
+  ConfigReader r(ckpt.config, ckpt.dir + "/config.json");
+  return std::min<int64_t>(r.integer_or("max_position_embeddings", 4096), 32768);
+}
+
 Result<std::string> Engine::tune(const std::string& model_dir, EngineOptions options) {
   HELIUM_ASSIGN_OR_RETURN(Checkpoint ckpt, load_checkpoint(model_dir, options.load_format));
-  HELIUM_ASSIGN_OR_RETURN(auto backend, make_backend(options, options.context > 0 ? options.context : 4096));
+  const int64_t context = context_for(ckpt, options.context);
+  HELIUM_ASSIGN_OR_RETURN(DeviceChoice device, make_backend(options, context));
   ModelOptions mo;
-  mo.max_rows = rows_per_forward(options, backend->name().rfind("cpu", 0) != 0, options.context > 0 ? options.context : 4096);
-  mo.max_context = options.context > 0 ? options.context : 4096;
+  mo.max_rows = device.rows_per_forward;
+  mo.max_context = context;
   mo.retune_kernels = true;
-  HELIUM_ASSIGN_OR_RETURN(auto model, load_model(ckpt, *backend, mo));
-  return backend->name();
+  HELIUM_ASSIGN_OR_RETURN(auto model, load_model(ckpt, *device.backend, mo));
+  return device.backend->name();
 }
 
 Result<std::unique_ptr<Engine>> Engine::load(const std::string& model_dir, const EngineOptions& options) {
   std::unique_ptr<Engine> e(new Engine());
   HELIUM_ASSIGN_OR_RETURN(e->checkpoint_, load_checkpoint(model_dir, options.load_format));
-  int64_t context = options.context;
-  if (context <= 0) {
-    ConfigReader r(e->checkpoint_.config, model_dir + "/config.json");
-    context = std::min<int64_t>(r.integer_or("max_position_embeddings", 4096), 32768);
-  }
-  HELIUM_ASSIGN_OR_RETURN(e->backend_, make_backend(options, context));
-  const std::string device = e->backend_->name().rfind("cpu", 0) == 0 ? "cpu" : "cuda";
-  const DType kv_dtype = options.kv_dtype.value_or(device == "cpu" ? DType::F32 : DType::BF16);
+  const int64_t context = context_for(e->checkpoint_, options.context);
+  HELIUM_ASSIGN_OR_RETURN(DeviceChoice device, make_backend(options, context));
+  e->backend_ = std::move(device.backend);
+  const DType kv_dtype = options.kv_dtype.value_or(device.cpu ? DType::F32 : DType::BF16);
   HELIUM_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::from_dir(model_dir));
   ModelOptions mo;
-  mo.max_rows = rows_per_forward(options, device == "cuda", context);
+  mo.max_rows = device.rows_per_forward;
   mo.max_context = context;
   mo.retune_kernels = options.retune_kernels;
   HELIUM_ASSIGN_OR_RETURN(e->model_, load_model(e->checkpoint_, *e->backend_, mo));

@@ -31,6 +31,9 @@ struct EngineOptions {
   bool retune_kernels = false;  // re-time kernel configurations rather than use the device's cache
 };
 
+// KV positions for a model: `requested` when positive, else its max_position_embeddings capped at 32768.
+int64_t context_for(const Checkpoint& checkpoint, int64_t requested);
+
 // The devices this build can run on, e.g. {"cpu", "cuda"}; "cuda" only when built with CUDA.
 std::vector<std::string> available_devices();
 
