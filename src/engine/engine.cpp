@@ -17,11 +17,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Frees a sequence's KV slots when a request ends, however it ends.
+// Frees a sequence's KV slots when a request ends with an error; release() hands the sequence on.
 struct SequenceGuard {
   KvCache& kv;
   int32_t seq;
-  ~SequenceGuard() { kv.free_sequence(seq); }
+  bool owned = true;
+  void release() { owned = false; }
+  ~SequenceGuard() {
+    if (owned) kv.free_sequence(seq);
+  }
 };
 
 }  // namespace
@@ -109,17 +113,18 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& model_dir, const
   mo.retune_kernels = options.retune_kernels;
   HELIUM_ASSIGN_OR_RETURN(e->model_, load_model(e->checkpoint_, *e->backend_, mo));
   HELIUM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(*e->backend_, e->model_->kv_spec(), context, kv_dtype, mo.kv_page_size));
+  e->prompt_cache_limit_ = std::max(options.prompt_cache_sequences, 0);
   e->eos_ids_ = e->checkpoint_.generation.eos_token_ids;
   if (auto eos = e->tokenizer_->eos_token_id(); eos && std::find(e->eos_ids_.begin(), e->eos_ids_.end(), *eos) == e->eos_ids_.end())
     e->eos_ids_.push_back(*eos);
   return e;
 }
 
-Status Engine::prefill(int32_t seq, std::span<const int32_t> prompt, std::vector<float>& logits) {
+Status Engine::prefill(int32_t seq, std::span<const int32_t> prompt, size_t start, std::vector<float>& logits) {
   const int64_t vocab = model_->info().vocab_size;
   logits.resize(static_cast<size_t>(vocab));
   const int max_rows = model_->max_rows();
-  for (size_t begin = 0; begin < prompt.size(); begin += max_rows) {
+  for (size_t begin = start; begin < prompt.size(); begin += max_rows) {
     const size_t end = std::min(prompt.size(), begin + max_rows);
     Batch batch;
     for (size_t i = begin; i < end; ++i)
@@ -129,6 +134,52 @@ Status Engine::prefill(int32_t seq, std::span<const int32_t> prompt, std::vector
     HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), out));
   }
   return Status::ok();
+}
+
+std::optional<Engine::CachedSequence> Engine::take_cached_prefix(std::span<const int32_t> prompt) {
+  size_t best = prompt_cache_.size(), best_len = 0;
+  for (size_t i = 0; i < prompt_cache_.size(); ++i) {
+    const auto& tokens = prompt_cache_[i].tokens;
+    const size_t n = std::min(tokens.size(), prompt.size() - 1);
+    size_t common = 0;
+    while (common < n && tokens[common] == prompt[common]) ++common;
+    if (common > best_len) best = i, best_len = common;
+  }
+  if (best == prompt_cache_.size()) return std::nullopt;
+  CachedSequence taken = std::move(prompt_cache_[best]);
+  prompt_cache_.erase(prompt_cache_.begin() + static_cast<std::ptrdiff_t>(best));
+  taken.tokens.resize(best_len);
+  kv_->trim(taken.seq, static_cast<int64_t>(best_len));
+  return taken;
+}
+
+void Engine::evict_cached_until_free(int64_t positions) {
+  while (kv_->free_positions() < positions && !prompt_cache_.empty()) {
+    auto lru = std::min_element(prompt_cache_.begin(), prompt_cache_.end(),
+                                [](const auto& a, const auto& b) { return a.last_used < b.last_used; });
+    kv_->free_sequence(lru->seq);
+    prompt_cache_.erase(lru);
+  }
+}
+
+void Engine::keep_in_cache(int32_t seq, std::vector<int32_t> tokens) {
+  tokens.resize(static_cast<size_t>(std::min<int64_t>(kv_->length(seq), static_cast<int64_t>(tokens.size()))));
+  if (prompt_cache_limit_ == 0 || tokens.empty()) {
+    kv_->free_sequence(seq);
+    return;
+  }
+  prompt_cache_.push_back({seq, std::move(tokens), ++cache_clock_});
+  if (static_cast<int>(prompt_cache_.size()) > prompt_cache_limit_) {
+    auto lru = std::min_element(prompt_cache_.begin(), prompt_cache_.end(),
+                                [](const auto& a, const auto& b) { return a.last_used < b.last_used; });
+    kv_->free_sequence(lru->seq);
+    prompt_cache_.erase(lru);
+  }
+}
+
+void Engine::clear_prompt_cache() {
+  for (const auto& c : prompt_cache_) kv_->free_sequence(c.seq);
+  prompt_cache_.clear();
 }
 
 Result<GenerationResult> Engine::generate(const GenerationRequest& req, const TokenCallback& on_token) {
@@ -142,18 +193,27 @@ Result<GenerationResult> Engine::generate(const GenerationRequest& req, const To
   if (prompt_len + 1 > context())
     return Status::error("the prompt has " + std::to_string(prompt_len) + " tokens; the context holds " +
                          std::to_string(context()) + " (room for at least one more token is needed)");
-  if (prompt_len + 1 > kv_->free_positions())
-    return Status::error("the KV cache has " + std::to_string(kv_->free_positions()) + " free positions, the prompt needs " +
-                         std::to_string(prompt_len + 1));
+  const int64_t limit = std::min<int64_t>(req.max_new_tokens, context() - prompt_len);
 
   GenerationResult result;
   result.prompt_tokens = static_cast<int>(prompt_len);
-  const int32_t seq = kv_->new_sequence();
+  auto t0 = std::chrono::steady_clock::now();
+  std::optional<CachedSequence> cached = take_cached_prefix(req.prompt);
+  const int32_t seq = cached ? cached->seq : kv_->new_sequence();
   SequenceGuard guard{*kv_, seq};
+  const size_t reused = cached ? cached->tokens.size() : 0;
+  result.cached_tokens = static_cast<int>(reused);
+  // Room for the rest of the prompt and every token this request may write, so that decoding cannot run
+  // out of pages half-way: cached sequences give way first.
+  const int64_t page = kv_->page_size();
+  const int64_t needed_pages = (prompt_len + limit + page - 1) / page - (static_cast<int64_t>(reused) + page - 1) / page;
+  evict_cached_until_free(needed_pages * page);
+  if (needed_pages * page > kv_->free_positions())
+    return Status::error("the KV cache has " + std::to_string(kv_->free_positions()) + " free positions, the request needs " +
+                         std::to_string(needed_pages * page));
 
   std::vector<float> logits;
-  auto t0 = std::chrono::steady_clock::now();
-  HELIUM_RETURN_IF_ERROR(prefill(seq, req.prompt, logits));
+  HELIUM_RETURN_IF_ERROR(prefill(seq, req.prompt, reused, logits));
   result.prefill_seconds = seconds_since(t0);
 
   std::vector<int32_t> stops = req.stop_tokens;
@@ -163,7 +223,6 @@ Result<GenerationResult> Engine::generate(const GenerationRequest& req, const To
   StopStrings stop_strings(req.stop_strings);
   size_t emitted = 0;
   SamplerScratch scratch;
-  const int64_t limit = std::min<int64_t>(req.max_new_tokens, context() - prompt_len);
   result.finish_reason = "length";
   auto t1 = std::chrono::steady_clock::now();
 
@@ -204,6 +263,8 @@ Result<GenerationResult> Engine::generate(const GenerationRequest& req, const To
   }
   result.text = stop_strings.text().substr(0, emitted);
   result.decode_seconds = seconds_since(t1);
+  guard.release();
+  keep_in_cache(seq, std::move(context_tokens));
   return result;
 }
 

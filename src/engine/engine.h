@@ -29,6 +29,9 @@ struct EngineOptions {
   std::optional<DType> kv_dtype;  // default: F32 on the CPU (exact), BF16 on CUDA
   LoadFormat load_format = LoadFormat::Weights;
   bool retune_kernels = false;  // re-time kernel configurations rather than use the device's cache
+  // Finished sequences whose KV is kept for reuse by later requests that share a prefix with them (the
+  // prompt cache); 0 turns it off. They are evicted, least recently used first, when KV pages run short.
+  int prompt_cache_sequences = 4;
 };
 
 // KV positions for a model: `requested` when positive, else its max_position_embeddings capped at 32768.
@@ -51,7 +54,8 @@ struct GenerationResult {
   std::string text;             // generated text, cut before a stop string
   std::string finish_reason;    // "stop" (eos / stop token / stop string), "length", "cancelled"
   int prompt_tokens = 0;
-  double prefill_seconds = 0;
+  int cached_tokens = 0;        // prompt tokens whose KV was reused from the prompt cache, not recomputed
+  double prefill_seconds = 0;   // to the first sampled token's logits (the time to first token)
   double decode_seconds = 0;    // from the first sampled token to the last
 };
 
@@ -69,7 +73,16 @@ class Engine {
   // returns the device name; the tuning cache is rewritten as a side effect.
   static Result<std::string> tune(const std::string& model_dir, EngineOptions options);
 
+  // Runs one request to its end on the calling thread. A prompt that shares a prefix with a sequence in
+  // the prompt cache resumes from it: only the rest of the prompt is prefilled (cached_tokens says how
+  // many were reused). Reused KV entries were written by whichever path computed them first (prefill or
+  // decode); on a backend whose prefill and decode paths round differently, a cached run may differ from
+  // a cold one in the last bits of its logits.
   Result<GenerationResult> generate(const GenerationRequest& request, const TokenCallback& on_token = nullptr);
+
+  // Drops every cached sequence (frees its KV pages).
+  void clear_prompt_cache();
+  size_t prompt_cache_size() const { return prompt_cache_.size(); }
 
   const Model& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -82,8 +95,23 @@ class Engine {
 
  private:
   Engine() = default;
-  // Runs the prompt through the model in chunks; returns the logits of its last position.
-  Status prefill(int32_t seq, std::span<const int32_t> prompt, std::vector<float>& logits);
+  // Runs prompt[start:] through the model in chunks (positions [0, start) are already in the sequence's
+  // KV); returns the logits of the prompt's last position.
+  Status prefill(int32_t seq, std::span<const int32_t> prompt, size_t start, std::vector<float>& logits);
+
+  // A finished sequence kept for reuse: its KV holds `tokens` at positions [0, tokens.size()).
+  struct CachedSequence {
+    int32_t seq = -1;
+    std::vector<int32_t> tokens;
+    uint64_t last_used = 0;
+  };
+  // Takes the cached sequence sharing the longest prefix with `prompt` out of the cache, trimmed to at
+  // most prompt.size() - 1 positions (the last prompt token is always run, for its logits); returns
+  // nullopt when none shares a token.
+  std::optional<CachedSequence> take_cached_prefix(std::span<const int32_t> prompt);
+  // Frees least recently used cached sequences until `positions` KV positions are free, or none is left.
+  void evict_cached_until_free(int64_t positions);
+  void keep_in_cache(int32_t seq, std::vector<int32_t> tokens);
 
   Checkpoint checkpoint_;
   std::unique_ptr<Backend> backend_;
@@ -91,6 +119,9 @@ class Engine {
   std::unique_ptr<KvCache> kv_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::vector<int32_t> eos_ids_;
+  int prompt_cache_limit_ = 0;
+  std::vector<CachedSequence> prompt_cache_;
+  uint64_t cache_clock_ = 0;
 };
 
 }  // namespace helium

@@ -1,0 +1,34 @@
+// tests/engine/engine_fixture.h — an Engine on the CPU over the embedded default model, shared by the
+// engine tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "engine/engine.h"
+
+namespace helium::testing {
+
+inline std::unique_ptr<Engine> load_default_engine(int64_t context = 1024, int cache_sequences = 4) {
+  EngineOptions options;
+  options.device = "cpu";
+  options.threads = 2;
+  options.context = context;
+  options.prompt_cache_sequences = cache_sequences;
+  auto engine = Engine::load(std::string(HELIUM_SOURCE_DIR) + "/models/helium-code-12m", options);
+  EXPECT_TRUE(engine.is_ok()) << engine.error_message();
+  return engine ? std::move(engine).value() : nullptr;
+}
+
+inline GenerationRequest greedy_request(const Engine& engine, const std::string& text, int max_new_tokens) {
+  GenerationRequest r;
+  r.prompt = engine.tokenizer().encode(text, /*add_special_tokens=*/false);
+  r.sampling.temperature = 0;
+  r.max_new_tokens = max_new_tokens;
+  r.ignore_eos = true;
+  return r;
+}
+
+}  // namespace helium::testing
