@@ -51,6 +51,7 @@ struct Shape {
 const Shape kShapes[] = {
     {"q_proj/o_proj", 4096, 4096}, {"k_proj/v_proj", 1024, 4096}, {"gate/up_proj", 12288, 4096},
     {"down_proj", 4096, 12288},    {"lm_head", 151936, 4096},
+    {"qkv_proj (stacked)", 6144, 4096}, {"gate_up_proj (stacked)", 24576, 4096},
 };
 const int kDecodeRows[] = {1, 2, 4, 8, 16, 32, 64};
 

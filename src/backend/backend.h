@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -157,6 +158,16 @@ class Backend {
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor out) = 0;
   // y(rows, n) = x(rows, k) · w(n, k)ᵀ [+ bias(n)]; w F32/F16/BF16, f32 accumulation. bias may be empty.
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) = 0;
+  // Several matmuls over one weight whose rows are their weights stacked (fused q/k/v or gate/up
+  // projections, one pass over w): ys[i](rows, n_i) = x · w[o_i : o_i + n_i]ᵀ [+ bias[o_i : o_i + n_i]],
+  // o_i = n_0 + ... + n_{i-1}, Σ n_i = w.shape[0]; at most kMaxMatmulSplits outputs. Each output is bitwise
+  // what matmul() gives with w's rows [o_i, o_i + n_i) and that part of the bias (on the batch-invariant
+  // decode path also what the whole stacked matmul gives); the default runs one matmul per output.
+  static constexpr int kMaxMatmulSplits = 3;
+  virtual void matmul_split(const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys);
+  // Whether matmul_split() over stacked weights beats separate matmuls here (the model then stacks its
+  // q/k/v and gate/up weights at load); a CPU keeps the mmapped weights as they are.
+  virtual bool prefers_stacked_projections() const { return false; }
   // y(rows, dim) = x / rms(x) * w (zero_centred: * (1 + w)); w (dim) any float dtype. x may be viewed as
   // (rows * heads, head_dim) for per-head norms. y may alias x.
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, bool zero_centred, Tensor y) = 0;

@@ -86,18 +86,83 @@ Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t m
   // device: vectors (norms, biases) near 1, matrices uniform with a 1/sqrt(fan-in) scale, seeded in the
   // fixed order of this function so every backend builds the same model.
   uint64_t dummy_seed = 0x68656c69756dull;  // "helium"
+  // Dummy seeds follow one fixed order of the present tensors (embed, final norm, head, then per layer
+  // as listed in DenseLayerWeights), whether or not projections get stacked below.
+  std::map<const Tensor*, uint64_t> seeds;
+  auto assign_seed = [&](const Tensor& t) {
+    if (t.rank != 0) seeds[&t] = dummy_seed++;
+  };
+  assign_seed(host.embed_tokens);
+  assign_seed(host.final_norm);
+  if (!c.tied_embeddings) assign_seed(host.lm_head);
+  for (const auto& l : host.layers)
+    for (const Tensor* t : {&l.input_norm, &l.q_proj, &l.q_bias, &l.k_proj, &l.k_bias, &l.v_proj, &l.v_bias, &l.o_proj,
+                            &l.o_bias, &l.q_norm, &l.k_norm, &l.post_attention_norm, &l.gate_proj, &l.gate_bias,
+                            &l.up_proj, &l.up_bias, &l.down_proj, &l.down_bias})
+      assign_seed(*t);
+  // `t` is one of host's tensors (its seed key); `dst` the device memory it lands in.
+  auto fill_dummy = [&](const Tensor& t, Tensor dst) {
+    const float fan_in = static_cast<float>(dst.shape[dst.rank - 1]);
+    if (dst.rank == 1) backend_.fill_random(dst, seeds.at(&t), 1.0f, 0.1f);
+    else backend_.fill_random(dst, seeds.at(&t), 0.0f, 1.0f / std::sqrt(fan_in));
+  };
   auto import = [&](Tensor& t) -> Status {
     if (t.rank == 0) return Status::ok();  // an absent optional weight
     if (t.data == nullptr) {
       HELIUM_ASSIGN_OR_RETURN(auto buffer, backend_.allocate(t.bytes()));
       buffers_.push_back(buffer);
-      t.data = buffer->data();
-      const float fan_in = static_cast<float>(t.shape[t.rank - 1]);
-      if (t.rank == 1) backend_.fill_random(t, dummy_seed++, 1.0f, 0.1f);
-      else backend_.fill_random(t, dummy_seed++, 0.0f, 1.0f / std::sqrt(fan_in));
+      Tensor dst = t;
+      dst.data = buffer->data();
+      fill_dummy(t, dst);
+      t = dst;
       return Status::ok();
     }
     HELIUM_ASSIGN_OR_RETURN(t, backend_.import_weight(t));
+    return Status::ok();
+  };
+  // Whether `parts` can share one tensor: all present, one dtype, one rank, one column count.
+  auto stackable = [](std::initializer_list<Tensor*> parts) {
+    const Tensor* first = *parts.begin();
+    for (const Tensor* t : parts)
+      if (t->rank == 0 || t->rank != first->rank || t->dtype != first->dtype ||
+          (t->rank == 2 && t->shape[1] != first->shape[1]))
+        return false;
+    return true;
+  };
+  // Stacks stackable `parts` into one device tensor in order, each part becoming a view of its rows.
+  auto import_stacked = [&](std::initializer_list<Tensor*> parts, Tensor& stacked) -> Status {
+    const Tensor* first = *parts.begin();
+    int64_t rows = 0;
+    for (const Tensor* t : parts) rows += t->shape[0];
+    Tensor whole = *first;
+    whole.shape[0] = rows;
+    HELIUM_ASSIGN_OR_RETURN(auto buffer, backend_.allocate(whole.bytes()));
+    buffers_.push_back(buffer);
+    whole.data = buffer->data();
+    auto* at = static_cast<uint8_t*>(whole.data);
+    for (Tensor* t : parts) {
+      Tensor part = *t;
+      part.data = at;
+      if (t->data == nullptr) fill_dummy(*t, part);
+      else backend_.copy_to_device(part, t->data);
+      *t = part;
+      at += part.bytes();
+    }
+    stacked = whole;
+    return Status::ok();
+  };
+  // Stacks weights (and their biases, when every part has one) or imports them one by one.
+  auto import_projections = [&](std::initializer_list<Tensor*> weights, std::initializer_list<Tensor*> biases,
+                                Tensor& stacked_w, Tensor& stacked_b) -> Status {
+    bool no_biases = true;
+    for (const Tensor* b : biases) no_biases = no_biases && b->rank == 0;
+    if (backend_.prefers_stacked_projections() && stackable(weights) && (no_biases || stackable(biases))) {
+      HELIUM_RETURN_IF_ERROR(import_stacked(weights, stacked_w));
+      if (!no_biases) HELIUM_RETURN_IF_ERROR(import_stacked(biases, stacked_b));
+      return Status::ok();
+    }
+    for (Tensor* t : weights) HELIUM_RETURN_IF_ERROR(import(*t));
+    for (Tensor* b : biases) HELIUM_RETURN_IF_ERROR(import(*b));
     return Status::ok();
   };
   HELIUM_RETURN_IF_ERROR(import(host.embed_tokens));
@@ -105,10 +170,14 @@ Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t m
   if (c.tied_embeddings) host.lm_head = host.embed_tokens;
   else HELIUM_RETURN_IF_ERROR(import(host.lm_head));
   for (auto& l : host.layers) {
-    for (Tensor* t : {&l.input_norm, &l.q_proj, &l.q_bias, &l.k_proj, &l.k_bias, &l.v_proj, &l.v_bias, &l.o_proj,
-                      &l.o_bias, &l.q_norm, &l.k_norm, &l.post_attention_norm, &l.gate_proj, &l.gate_bias,
-                      &l.up_proj, &l.up_bias, &l.down_proj, &l.down_bias})
+    HELIUM_RETURN_IF_ERROR(import(l.input_norm));
+    HELIUM_RETURN_IF_ERROR(import_projections({&l.q_proj, &l.k_proj, &l.v_proj}, {&l.q_bias, &l.k_bias, &l.v_bias},
+                                              l.qkv_proj, l.qkv_bias));
+    for (Tensor* t : {&l.o_proj, &l.o_bias, &l.q_norm, &l.k_norm, &l.post_attention_norm})
       HELIUM_RETURN_IF_ERROR(import(*t));
+    HELIUM_RETURN_IF_ERROR(import_projections({&l.gate_proj, &l.up_proj}, {&l.gate_bias, &l.up_bias}, l.gate_up_proj,
+                                              l.gate_up_bias));
+    for (Tensor* t : {&l.down_proj, &l.down_bias}) HELIUM_RETURN_IF_ERROR(import(*t));
   }
   w_ = std::move(host);
   // The backend tunes its kernels for this model's own matmul shapes (cached per device and shapes).
@@ -117,9 +186,11 @@ Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t m
     if (t.rank == 2) shapes.push_back({t.shape[0], t.shape[1], t.dtype});
   };
   const DenseLayerWeights& l0 = w_.layers.front();
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&l0.q_proj, &l0.k_proj, &l0.v_proj, &l0.o_proj, &l0.gate_proj, &l0.up_proj, &l0.down_proj,
-                          &w_.lm_head})
-    shape_of(*t);
+  if (l0.qkv_proj.rank != 0) shape_of(l0.qkv_proj);
+  else for (const Tensor* t : {&l0.q_proj, &l0.k_proj, &l0.v_proj}) shape_of(*t);
+  if (l0.gate_up_proj.rank != 0) shape_of(l0.gate_up_proj);
+  else for (const Tensor* t : {&l0.gate_proj, &l0.up_proj}) shape_of(*t);
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&l0.o_proj, &l0.down_proj, &w_.lm_head}) shape_of(*t);
   HELIUM_RETURN_IF_ERROR(backend_.tune_matmuls(shapes, retune));
 
   const int64_t rows = max_rows_, q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
@@ -177,9 +248,14 @@ void DenseTransformer::attention_block(const DenseLayerWeights& w, const LayerKv
   Tensor x = rows_of(x_, rows), xn = rows_of(xn_, rows);
   Tensor q = rows_of(q_, rows), k = rows_of(k_, rows), v = rows_of(v_, rows);
   backend_.rms_norm(x, w.input_norm, c.rms_norm_eps, false, xn);
-  backend_.matmul(xn, w.q_proj, w.q_bias, q);
-  backend_.matmul(xn, w.k_proj, w.k_bias, k);
-  backend_.matmul(xn, w.v_proj, w.v_bias, v);
+  if (w.qkv_proj.rank != 0) {
+    const Tensor qkv[] = {q, k, v};
+    backend_.matmul_split(xn, w.qkv_proj, w.qkv_bias, qkv);
+  } else {
+    backend_.matmul(xn, w.q_proj, w.q_bias, q);
+    backend_.matmul(xn, w.k_proj, w.k_bias, k);
+    backend_.matmul(xn, w.v_proj, w.v_bias, v);
+  }
   if (c.qk_norm) {  // per head: view (rows, heads * head_dim) as (rows * heads, head_dim)
     Tensor qh(q.data, DType::F32, {int64_t{rows} * c.n_heads, c.head_dim});
     Tensor kh(k.data, DType::F32, {int64_t{rows} * c.n_kv_heads, c.head_dim});
@@ -203,8 +279,13 @@ void DenseTransformer::mlp_block(const DenseLayerWeights& w, int rows) {
   Tensor x = rows_of(x_, rows), xn = rows_of(xn_, rows);
   Tensor gate = rows_of(gate_, rows), up = rows_of(up_, rows);
   backend_.rms_norm(x, w.post_attention_norm, c.rms_norm_eps, false, xn);
-  backend_.matmul(xn, w.gate_proj, w.gate_bias, gate);
-  backend_.matmul(xn, w.up_proj, w.up_bias, up);
+  if (w.gate_up_proj.rank != 0) {
+    const Tensor gate_up[] = {gate, up};
+    backend_.matmul_split(xn, w.gate_up_proj, w.gate_up_bias, gate_up);
+  } else {
+    backend_.matmul(xn, w.gate_proj, w.gate_bias, gate);
+    backend_.matmul(xn, w.up_proj, w.up_bias, up);
+  }
   backend_.swiglu(gate, up, gate);
   backend_.matmul(gate, w.down_proj, w.down_bias, xn);
   backend_.add(x, xn, x);

@@ -43,6 +43,10 @@ struct DenseLayerWeights {
   Tensor gate_proj, gate_bias;  // (intermediate, hidden), (intermediate)
   Tensor up_proj, up_bias;      // (intermediate, hidden), (intermediate)
   Tensor down_proj, down_bias;  // (hidden, intermediate), (hidden)
+  // Set when the backend prefers stacked projections (one pass over the weights): q/k/v_proj above are
+  // then views into qkv_proj, gate/up_proj into gate_up_proj (biases likewise, when present).
+  Tensor qkv_proj, qkv_bias;          // ((n_heads + 2 * n_kv_heads) * head_dim, hidden), (same rows)
+  Tensor gate_up_proj, gate_up_bias;  // (2 * intermediate, hidden), (2 * intermediate)
 };
 
 struct DenseWeights {

@@ -49,6 +49,7 @@ run kv_test 30 "$BIN/kv_test" --gtest_brief=1
 run sanitizer 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/models_test" \
   --gtest_filter='*GreedyContinuationMatchesTransformers/cuda_tiny_qwen3*'
 run bench_decode 240 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --json "$OUT/decode.json"
+HELIUM_CUDA_PDL=1 run bench_decode_pdl 120 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --runs 1 --json "$OUT/decode_pdl.json"
 run bench_matmul 120 "$BIN/helium_bench_cuda_matmul" --json "$OUT/matmul.json"
 run bench_attention 90 "$BIN/helium_bench_cuda_attention" --json "$OUT/attention.json"
 grep -E "^=== .*exit" "$LOG"

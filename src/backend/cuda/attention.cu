@@ -272,6 +272,7 @@ struct DecodeTraits {
 template <typename T, int kHeadDim, int kGroup>
 __global__ void __launch_bounds__(kDecodeThreads, 3)
     attention_decode_partition(const AttentionArgs a) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   using Tr = DecodeTraits<T, kHeadDim, kGroup>;
   extern __shared__ __align__(16) uint8_t smem[];
   T* s_ring = reinterpret_cast<T*>(smem);                               // [stages][chunk keys][head_dim]
@@ -542,6 +543,7 @@ __device__ void load_query(const AttentionArgs& a, int row, int head, float* s_q
 // Decode: grid (n_partitions, n_heads, rows); writes the same partials as attention_decode_partition.
 template <typename T>
 __global__ void __launch_bounds__(kGenericThreads) attention_decode_partition_generic(const AttentionArgs a) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   __shared__ GenericSmem s;
   const int part = blockIdx.x, head = blockIdx.y, row = blockIdx.z;
   const RowKeys rk = row_keys(a, row);
@@ -563,6 +565,7 @@ __global__ void __launch_bounds__(kGenericThreads) attention_decode_partition_ge
 // them as it goes.
 template <typename T>
 __global__ void __launch_bounds__(kGenericThreads) attention_rows_generic(const AttentionArgs a) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   __shared__ GenericSmem s;
   const int head = blockIdx.x, row = blockIdx.y;
   const RowKeys rk = row_keys(a, row);
@@ -594,6 +597,7 @@ __global__ void __launch_bounds__(kGenericThreads) attention_rows_generic(const 
 // the slices are then added in slice order (slices = kMergeThreads / head_dim, so that a single row's
 // merge keeps enough loads in flight). Dynamic shared memory: n_partitions + kMergeThreads floats.
 __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const AttentionArgs a) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   extern __shared__ float s_merge[];
   float* s_w = s_merge;                     // [n_partitions] weights w_p
   float* s_slice = s_merge + a.n_partitions;  // [slices][head_dim] slice sums
@@ -707,6 +711,7 @@ __device__ __forceinline__ void prefill_load_kv(const AttentionArgs& a, const in
 
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(PrefillTraits<kHeadDim>::kThreads, 1) attention_prefill_tiles(const AttentionArgs a) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   using Tr = PrefillTraits<kHeadDim>;
   constexpr int kBM = Tr::kBlockRows, kBN = Tr::kBlockKeys, kMT = Tr::kMTiles, kStride = Tr::kStride;
   constexpr int kNTiles = kBN / 8;        // 8-key column tiles of S
@@ -921,7 +926,7 @@ void launch_decode_partition(const Context& c, const AttentionArgs& a) {
   HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(Tr::kSmemBytes)));
   const dim3 grid(a.n_partitions, a.n_kv_heads * (a.group / kGroup), a.rows);
-  kernel<<<grid, kDecodeThreads, Tr::kSmemBytes, c.stream>>>(a);
+  launch(c, kernel, grid, kDecodeThreads, Tr::kSmemBytes, a);
 }
 
 template <typename T, int kHeadDim>
@@ -946,11 +951,11 @@ void launch_decode(const Context& c, const AttentionArgs& a, bool tuned) {
     }
   } else {
     const dim3 grid(a.n_partitions, a.n_heads, a.rows);
-    attention_decode_partition_generic<T><<<grid, kGenericThreads, 0, c.stream>>>(a);
+    launch(c, attention_decode_partition_generic<T>, grid, kGenericThreads, 0, a);
   }
   HELIUM_CUDA_CHECK(cudaGetLastError());
   const dim3 grid(a.n_heads, a.rows);
-  attention_decode_merge<<<grid, kMergeThreads, (a.n_partitions + kMergeThreads) * sizeof(float), c.stream>>>(a);
+  launch(c, attention_decode_merge, grid, kMergeThreads, (a.n_partitions + kMergeThreads) * sizeof(float), a);
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -968,14 +973,14 @@ void launch_prefill_tiles(const Context& c, const AttentionArgs& a) {
   using Tr = PrefillTraits<kHeadDim>;
   if (Tr::kSmemBytes + sizeof(int) * 2 * Tr::kBlockRows > static_cast<size_t>(max_shared_bytes_per_block())) {
     const dim3 grid(a.n_heads, a.rows);  // e.g. head_dim 256 on sm_89
-    attention_rows_generic<T><<<grid, kGenericThreads, 0, c.stream>>>(a);
+    launch(c, attention_rows_generic<T>, grid, kGenericThreads, 0, a);
     return;
   }
   auto kernel = attention_prefill_tiles<T, kHeadDim>;
   HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(Tr::kSmemBytes)));
   const dim3 grid(a.n_heads, (a.rows + Tr::kBlockRows - 1) / Tr::kBlockRows);
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, c.stream>>>(a);
+  launch(c, kernel, grid, Tr::kThreads, Tr::kSmemBytes, a);
 }
 
 template <typename T>
@@ -990,7 +995,7 @@ void launch_prefill(const Context& c, const AttentionArgs& a, bool tuned) {
     }
   } else {
     const dim3 grid(a.n_heads, a.rows);
-    attention_rows_generic<T><<<grid, kGenericThreads, 0, c.stream>>>(a);
+    launch(c, attention_rows_generic<T>, grid, kGenericThreads, 0, a);
   }
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }

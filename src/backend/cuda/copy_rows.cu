@@ -6,6 +6,7 @@ namespace helium::cuda {
 namespace {
 
 __global__ void copy_rows_kernel(uint8_t* x, const int32_t* src, const int32_t* dst, int64_t row_bytes) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   const int64_t r = blockIdx.y;
   const uint8_t* from = x + src[r] * row_bytes;
   uint8_t* to = x + dst[r] * row_bytes;
@@ -20,7 +21,7 @@ void copy_rows(const Context& c, const Tensor& x, const Tensor& src, const Tenso
   if (n == 0 || rows == 0) return;
   const int64_t row_bytes = static_cast<int64_t>(x.bytes()) / rows;
   dim3 grid(blocks_for(row_bytes, 256), static_cast<unsigned>(n));
-  copy_rows_kernel<<<grid, 256, 0, c.stream>>>(static_cast<uint8_t*>(x.data), src.as<int32_t>(), dst.as<int32_t>(),
+  launch(c, copy_rows_kernel, grid, 256, 0, static_cast<uint8_t*>(x.data), src.as<int32_t>(), dst.as<int32_t>(),
                                                row_bytes);
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }

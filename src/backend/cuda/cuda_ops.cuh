@@ -9,6 +9,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -50,9 +52,44 @@ struct Context {
   size_t matmul_scratch_bytes = 0;
   const MatmulDecodeTable* matmul_decode_table = nullptr;  // tuned decode configs; null: defaults
   int sm_count = 0;
+  // Programmatic dependent launch (sm_90+, with HELIUM_CUDA_PDL=1): each kernel may be scheduled while
+  // the one before it drains, and waits in pdl_wait() for its results.
+  bool pdl = false;
   int max_rows = 0;
   int64_t max_context = 0;
 };
+
+// Every kernel starts with this: under programmatic dependent launch it blocks until the previous
+// kernel in the stream has finished and its writes are visible (a no-op otherwise and before sm_90).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+// Lets the next kernel in the stream be scheduled before this one exits (its pdl_wait() still waits
+// for this grid to finish): called once a block has issued its last loads.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Launches every kernel of the backend on the context's stream, as a programmatic dependent launch when
+// c.pdl is set. The kernel must begin with pdl_wait().
+template <class... Params, class... Args>
+void launch(const Context& c, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = c.stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = c.pdl ? 1 : 0;
+  HELIUM_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
 
 // "Rows" = product of all but the last dimension; "cols" = the last dimension.
 inline int64_t rows_of(const Tensor& t) { return t.rank == 0 ? 0 : t.numel() / t.shape[t.rank - 1]; }
@@ -60,6 +97,7 @@ inline int64_t cols_of(const Tensor& t) { return t.rank == 0 ? 0 : t.shape[t.ran
 
 void embedding(const Context& c, const Tensor& table, const Tensor& ids, const Tensor& out);
 void matmul(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
+void matmul_split(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys);
 void rms_norm(const Context& c, const Tensor& x, const Tensor& w, float eps, bool zero_centred, const Tensor& y);
 void rope(const Context& c, const Tensor& x, int heads, const Tensor& positions, const Tensor& inv_freq,
           const RopeParams& params);

@@ -6,6 +6,7 @@ namespace helium::cuda {
 namespace {
 
 __global__ void embedding_kernel(const void* table, DType dtype, const int32_t* ids, int64_t dim, float* out) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   const int64_t row = blockIdx.y;
   const int64_t id = ids[row];
   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < dim; i += gridDim.x * blockDim.x)
@@ -20,7 +21,7 @@ void embedding(const Context& c, const Tensor& table, const Tensor& ids, const T
   HELIUM_CUDA_REQUIRE("embedding", rows_of(out) == rows && cols_of(out) == dim);
   if (rows == 0) return;
   dim3 grid(blocks_for(dim, 256), static_cast<unsigned>(rows));
-  embedding_kernel<<<grid, 256, 0, c.stream>>>(table.data, table.dtype, ids.as<int32_t>(), dim, out.as<float>());
+  launch(c, embedding_kernel, grid, 256, 0, table.data, table.dtype, ids.as<int32_t>(), dim, out.as<float>());
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 

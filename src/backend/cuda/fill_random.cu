@@ -14,6 +14,7 @@ __device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
 }
 
 __global__ void fill_random_kernel(void* data, DType dtype, int64_t n, uint64_t seed, float offset, float scale) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const uint64_t r = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(i)));
     const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);  // [0, 1)
@@ -37,7 +38,7 @@ void fill_random(const Context& c, const Tensor& t, uint64_t seed, float offset,
   HELIUM_CUDA_REQUIRE("fill_random", t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16);
   const int64_t n = t.numel();
   if (n == 0) return;
-  fill_random_kernel<<<std::min<unsigned>(blocks_for(n, 256), 8192u), 256, 0, c.stream>>>(t.data, t.dtype, n, seed,
+  launch(c, fill_random_kernel, std::min<unsigned>(blocks_for(n, 256), 8192u), 256, 0, t.data, t.dtype, n, seed,
                                                                                          offset, scale);
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }

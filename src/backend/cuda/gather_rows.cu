@@ -6,6 +6,7 @@ namespace helium::cuda {
 namespace {
 
 __global__ void gather_rows_kernel(const uint8_t* x, const int32_t* index, int64_t row_bytes, uint8_t* out) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   const int64_t r = blockIdx.y, src = index[r];
   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < row_bytes; i += gridDim.x * blockDim.x)
     out[r * row_bytes + i] = x[src * row_bytes + i];
@@ -19,7 +20,7 @@ void gather_rows(const Context& c, const Tensor& x, const Tensor& index, const T
   HELIUM_CUDA_REQUIRE("gather_rows", rows_of(out) == n);
   if (n == 0) return;
   dim3 grid(blocks_for(row_bytes, 256), static_cast<unsigned>(n));
-  gather_rows_kernel<<<grid, 256, 0, c.stream>>>(static_cast<const uint8_t*>(x.data), index.as<int32_t>(), row_bytes,
+  launch(c, gather_rows_kernel, grid, 256, 0, static_cast<const uint8_t*>(x.data), index.as<int32_t>(), row_bytes,
                                                  static_cast<uint8_t*>(out.data));
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }

@@ -7,6 +7,7 @@ namespace {
 
 __global__ void kv_write_kernel(const float* k, const float* v, const int32_t* slots, int64_t kv_dim, void* k_cache,
                                 void* v_cache, bool bf16) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   const int64_t row = blockIdx.y, slot = slots[row];
   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < kv_dim; i += gridDim.x * blockDim.x) {
     const float kv = k[row * kv_dim + i], vv = v[row * kv_dim + i];
@@ -31,7 +32,7 @@ void kv_write(const Context& c, const Tensor& k, const Tensor& v, const Tensor& 
   HELIUM_CUDA_REQUIRE("kv_write", k.numel() == rows * kv_dim && v.numel() == rows * kv_dim);
   if (rows == 0) return;
   dim3 grid(blocks_for(kv_dim, 256), static_cast<unsigned>(rows));
-  kv_write_kernel<<<grid, 256, 0, c.stream>>>(k.as<float>(), v.as<float>(), slots.as<int32_t>(), kv_dim, k_cache.data,
+  launch(c, kv_write_kernel, grid, 256, 0, k.as<float>(), v.as<float>(), slots.as<int32_t>(), kv_dim, k_cache.data,
                                               v_cache.data, k_cache.dtype == DType::BF16);
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }

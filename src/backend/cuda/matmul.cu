@@ -25,6 +25,7 @@
 // prefill call (host time only, a few microseconds against a GEMM of hundreds).
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <type_traits>
 
 #include "backend/cuda/cuda_backend.h"
@@ -136,17 +137,28 @@ __device__ __forceinline__ void copy_async_16(void* smem, const void* gmem, bool
 }
 __device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
+// Outputs: features [0, n) are cut into `splits` consecutive ranges ending at split_end[i], each written
+// to its own (rows, width_i) tensor y[i] (one split: y[0] is the whole (rows, n) output).
 struct DecodeParams {
   const float* x;     // (rows, k)
   const void* w;      // (n, k)
   const void* bias;   // (n) or null
   DType bias_dtype;
-  float* y;           // (rows, n)
+  float* y[Backend::kMaxMatmulSplits];
+  int64_t split_end[Backend::kMaxMatmulSplits];
+  int splits;
   int64_t rows, n, k;
   int feature_warps, k_warps;
   int64_t row_groups;  // ceil(rows / RT)
   int tile_rounds;     // rounds of chunks per x tile (aligned kernel)
 };
+
+__device__ __forceinline__ void store_output(const DecodeParams& p, int64_t row, int64_t feature, float v) {
+  int i = 0;
+  int64_t begin = 0;
+  while (i + 1 < p.splits && feature >= p.split_end[i]) begin = p.split_end[i++];
+  p.y[i][row * (p.split_end[i] - begin) + (feature - begin)] = v;
+}
 
 // ---------------------------------------------------------------------------------------------------
 // The decode kernel. Block b carries rows [row_group · RT, +RT) and features
@@ -160,6 +172,7 @@ struct DecodeParams {
 template <class WT, int RT, int FT, int RIF>
 __global__ void __launch_bounds__(kMaxBlockWarps * 32)
     matmul_decode_kernel(const DecodeParams p) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   using Chunk = WeightChunk<WT>;
   constexpr int kVecs = Chunk::kVecs;
   static_assert(RT * FT <= 32, "one lane stores one output of its warp");
@@ -257,6 +270,8 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
     }
   }
 
+  pdl_launch_dependents();  // every load of w is done: the next kernel may take the SMs as blocks finish
+
   // Output (r, f) of this warp ends on lane r·FT + f.
   float mine = 0.0f;
 #pragma unroll
@@ -276,7 +291,7 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
     const int64_t row = row0 + lane / FT, feature = f0 + lane % FT;
     if (row < p.rows && feature < p.n) {
       if (p.bias != nullptr) mine = __fadd_rn(mine, bias_at(p.bias, p.bias_dtype, feature));
-      p.y[row * p.n + feature] = mine;
+      store_output(p, row, feature, mine);
     }
   }
 }
@@ -286,6 +301,7 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
 template <class WT>
 __global__ void __launch_bounds__(kMaxKWarps * 32) matmul_decode_unaligned_kernel(const DecodeParams p,
                                                                                   int64_t row_offset) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   __shared__ float partial[kMaxKWarps];
   const int lane = threadIdx.x & 31, kw = threadIdx.x >> 5;
   const int k_warps = p.k_warps, S = 32 * k_warps;
@@ -310,7 +326,7 @@ __global__ void __launch_bounds__(kMaxKWarps * 32) matmul_decode_unaligned_kerne
   }
   if (threadIdx.x == 0) {
     if (p.bias != nullptr) sum = __fadd_rn(sum, bias_at(p.bias, p.bias_dtype, feature));
-    p.y[row * p.n + feature] = sum;
+    store_output(p, row, feature, sum);
   }
 }
 
@@ -321,6 +337,7 @@ __global__ void __launch_bounds__(kMaxKWarps * 32) matmul_decode_unaligned_kerne
 // aligned).
 template <class T>
 __global__ void round_x_kernel(const float* x, T* out, int64_t count8) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count8; i += int64_t{gridDim.x} * blockDim.x) {
     const float4 a = reinterpret_cast<const float4*>(x)[2 * i];
     const float4 b = reinterpret_cast<const float4*>(x)[2 * i + 1];
@@ -339,6 +356,7 @@ __global__ void round_x_kernel(const float* x, T* out, int64_t count8) {
 }
 
 __global__ void add_bias_kernel(float* y, const void* bias, DType bias_dtype, int64_t rows, int64_t n) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   const int64_t total = rows * n;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x)
     y[i] = __fadd_rn(y[i], bias_at(bias, bias_dtype, i % n));
@@ -450,15 +468,24 @@ bool decode_vector_loads_ok(const Tensor& x, const Tensor& w, int64_t k) {
   return k % kChunk == 0 && aligned_16(x.data) && aligned_16(w.data);
 }
 
-void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+// ys: the outputs, one (rows, n) tensor or the split ranges of matmul_split (widths summing to n).
+void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys,
                    const MatmulShape& shape, const MatmulDecodeConfig& cfg) {
   HELIUM_CUDA_REQUIRE("matmul", matmul_decode_config_valid(cfg, w.dtype));
+  HELIUM_CUDA_REQUIRE("matmul", !ys.empty() && ys.size() <= Backend::kMaxMatmulSplits);
   DecodeParams p{};
   p.x = x.as<float>();
   p.w = w.data;
   p.bias = bias.data;
   p.bias_dtype = bias.dtype;
-  p.y = y.as<float>();
+  p.splits = static_cast<int>(ys.size());
+  int64_t end = 0;
+  for (size_t i = 0; i < ys.size(); ++i) {
+    p.y[i] = ys[i].as<float>();
+    end += ys[i].shape[ys[i].rank - 1];
+    p.split_end[i] = end;
+  }
+  HELIUM_CUDA_REQUIRE("matmul", end == shape.n);
   p.rows = shape.rows;
   p.n = shape.n;
   p.k = shape.k;
@@ -472,9 +499,9 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
     for (int64_t r0 = 0; r0 < shape.rows; r0 += 65535) {  // gridDim.y limit
       const dim3 grid(static_cast<unsigned>(shape.n), static_cast<unsigned>(std::min<int64_t>(65535, shape.rows - r0)));
       switch (w.dtype) {
-        case DType::BF16: matmul_decode_unaligned_kernel<__nv_bfloat16><<<grid, block, 0, c.stream>>>(p, r0); break;
-        case DType::F16: matmul_decode_unaligned_kernel<__half><<<grid, block, 0, c.stream>>>(p, r0); break;
-        default: matmul_decode_unaligned_kernel<float><<<grid, block, 0, c.stream>>>(p, r0); break;
+        case DType::BF16: launch(c, matmul_decode_unaligned_kernel<__nv_bfloat16>, grid, block, 0, p, r0); break;
+        case DType::F16: launch(c, matmul_decode_unaligned_kernel<__half>, grid, block, 0, p, r0); break;
+        default: launch(c, matmul_decode_unaligned_kernel<float>, grid, block, 0, p, r0); break;
       }
       HELIUM_CUDA_CHECK(cudaGetLastError());
     }
@@ -501,7 +528,7 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   HELIUM_CUDA_REQUIRE("matmul", kernel != nullptr);
   if (smem > kDefaultSmemLimit)
     HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  kernel<<<static_cast<unsigned>(blocks), 32 * cfg.feature_warps * cfg.k_warps, smem, c.stream>>>(p);
+  launch(c, kernel, static_cast<unsigned>(blocks), 32 * cfg.feature_warps * cfg.k_warps, smem, p);
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -629,16 +656,16 @@ void run_prefill(const Context& c, const Tensor& x, const Tensor& w, const Tenso
     const int64_t count8 = s.rows * s.k / kChunk;
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count8 + 255) / 256, int64_t{sm_count} * 8));
     if (w.dtype == DType::BF16)
-      round_x_kernel<<<blocks, 256, 0, c.stream>>>(x.as<float>(), static_cast<__nv_bfloat16*>(c.matmul_scratch), count8);
+      launch(c, round_x_kernel<__nv_bfloat16>, blocks, 256, 0, x.as<float>(), static_cast<__nv_bfloat16*>(c.matmul_scratch), count8);
     else
-      round_x_kernel<<<blocks, 256, 0, c.stream>>>(x.as<float>(), static_cast<__half*>(c.matmul_scratch), count8);
+      launch(c, round_x_kernel<__half>, blocks, 256, 0, x.as<float>(), static_cast<__half*>(c.matmul_scratch), count8);
     HELIUM_CUDA_CHECK(cudaGetLastError());
   }
   gemm.run(c, w.data, plan.b, y.as<float>());
   if (bias.data != nullptr && !plan.bias_in_epilogue) {
     const int64_t total = s.rows * s.n;
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, int64_t{sm_count} * 8));
-    add_bias_kernel<<<blocks, 256, 0, c.stream>>>(y.as<float>(), bias.data, bias.dtype, s.rows, s.n);
+    launch(c, add_bias_kernel, blocks, 256, 0, y.as<float>(), bias.data, bias.dtype, s.rows, s.n);
     HELIUM_CUDA_CHECK(cudaGetLastError());
   }
 }
@@ -704,7 +731,7 @@ void matmul_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   const MatmulShape shape = check_operands("matmul_decode", x, w, bias, y);
   HELIUM_CUDA_REQUIRE("matmul_decode", matmul_decode_config_valid(config, w.dtype));
   if (shape.rows == 0 || shape.n == 0) return;
-  launch_decode(c, x, w, bias, y, shape, config);
+  launch_decode(c, x, w, bias, std::span<const Tensor>(&y, 1), shape, config);
 }
 
 const char* matmul_path(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
@@ -725,7 +752,46 @@ void matmul(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bi
     return;
   }
   const MatmulDecodeConfig* tuned = find_tuned(c, shape.n, shape.k, w.dtype);
-  launch_decode(c, x, w, bias, y, shape,
+  launch_decode(c, x, w, bias, std::span<const Tensor>(&y, 1), shape,
+                tuned != nullptr ? *tuned : matmul_decode_default_config(shape.n, shape.k, w.dtype));
+}
+
+// Decode rows: one launch over the stacked weight, each feature stored into its split (the arithmetic of
+// a feature is that of matmul() with the stacked weight, so the results are bitwise the same). Prefill
+// rows: one cuBLASLt GEMM per split over views of w, bitwise matmul() with that view (cuBLASLt may pick
+// another algorithm for another n, so not necessarily the bits of the whole stacked GEMM).
+void matmul_split(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) {
+  HELIUM_CUDA_REQUIRE("matmul_split", !ys.empty() && ys.size() <= Backend::kMaxMatmulSplits);
+  HELIUM_CUDA_REQUIRE("matmul_split", w.rank == 2);
+  const int64_t n = w.dim(0), rows = leading_rows(x);
+  int64_t offset = 0;
+  for (const Tensor& y : ys) {
+    HELIUM_CUDA_REQUIRE("matmul_split", y.rank >= 1 && leading_rows(y) == rows);
+    offset += y.shape[y.rank - 1];
+  }
+  HELIUM_CUDA_REQUIRE("matmul_split", offset == n);
+  if (rows == 0 || n == 0) return;
+  if (rows > kMaxDecodeRows || !decode_vector_loads_ok(x, w, w.dim(1))) {
+    offset = 0;
+    for (const Tensor& y : ys) {
+      const int64_t width = y.shape[y.rank - 1];
+      Tensor bi;
+      if (bias.data != nullptr)
+        bi = Tensor(static_cast<uint8_t*>(bias.data) + offset * dtype_bytes(bias.dtype), bias.dtype, {width});
+      matmul(c, x, w.rows_from(offset).first_rows(width), bi, y);
+      offset += width;
+    }
+    return;
+  }
+  for (const Tensor& y : ys) {  // the entry checks, per output against its slice of w
+    HELIUM_CUDA_REQUIRE("matmul_split", y.dtype == DType::F32 && y.data != nullptr);
+    HELIUM_CUDA_REQUIRE("matmul_split", !ranges_overlap(y, x) && !ranges_overlap(y, w) && !ranges_overlap(y, bias));
+    HELIUM_CUDA_REQUIRE("matmul_split", (reinterpret_cast<uintptr_t>(y.data) & 3u) == 0);
+  }
+  Tensor whole_y(ys[0].data, DType::F32, {rows, n});  // shape stand-in for the checks (never written)
+  const MatmulShape shape = check_operands("matmul_split", x, w, bias, whole_y);
+  const MatmulDecodeConfig* tuned = find_tuned(c, shape.n, shape.k, w.dtype);
+  launch_decode(c, x, w, bias, ys, shape,
                 tuned != nullptr ? *tuned : matmul_decode_default_config(shape.n, shape.k, w.dtype));
 }
 

@@ -11,6 +11,7 @@ constexpr int kThreads = 256;
 
 __global__ void rms_norm_kernel(const float* x, const void* w, DType w_dtype, int64_t dim, float eps,
                                 bool zero_centred, float* y) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   const float* xr = x + blockIdx.x * dim;
   float* yr = y + blockIdx.x * dim;
   float sum = 0.0f;
@@ -36,7 +37,7 @@ void rms_norm(const Context& c, const Tensor& x, const Tensor& w, float eps, boo
   const int64_t dim = cols_of(x), rows = rows_of(x);
   HELIUM_CUDA_REQUIRE("rms_norm", w.numel() == dim);
   if (rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, c.stream>>>(x.as<float>(), w.data, w.dtype, dim, eps,
+  launch(c, rms_norm_kernel, static_cast<unsigned>(rows), kThreads, 0, x.as<float>(), w.data, w.dtype, dim, eps,
                                                                           zero_centred, y.as<float>());
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }

@@ -8,6 +8,7 @@ namespace {
 
 __global__ void rope_kernel(float* x, int heads, int head_dim, int half, const int32_t* positions,
                             const float* inv_freq, float scaling) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   const int64_t row = blockIdx.x;
   const float pos = static_cast<float>(positions[row]);
   for (int t = threadIdx.x; t < heads * half; t += blockDim.x) {
@@ -32,7 +33,7 @@ void rope(const Context& c, const Tensor& x, int heads, const Tensor& positions,
   const int64_t rows = positions.numel();
   HELIUM_CUDA_REQUIRE("rope", x.numel() == rows * heads * params.head_dim && inv_freq.numel() == params.rot_dim / 2);
   if (rows == 0) return;
-  rope_kernel<<<static_cast<unsigned>(rows), 128, 0, c.stream>>>(x.as<float>(), heads, params.head_dim,
+  launch(c, rope_kernel, static_cast<unsigned>(rows), 128, 0, x.as<float>(), heads, params.head_dim,
                                                                  params.rot_dim / 2, positions.as<int32_t>(),
                                                                  inv_freq.as<float>(), params.attention_scaling);
   HELIUM_CUDA_CHECK(cudaGetLastError());

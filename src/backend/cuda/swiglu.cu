@@ -6,6 +6,7 @@ namespace helium::cuda {
 namespace {
 
 __global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const float g = gate[i];
     out[i] = g / (1.0f + expf(-g)) * up[i];
@@ -19,7 +20,7 @@ void swiglu(const Context& c, const Tensor& gate, const Tensor& up, const Tensor
   HELIUM_CUDA_REQUIRE("swiglu", gate.numel() == up.numel() && gate.numel() == out.numel());
   const int64_t n = gate.numel();
   if (n == 0) return;
-  swiglu_kernel<<<std::min<unsigned>(blocks_for(n, 256), 65535u), 256, 0, c.stream>>>(gate.as<float>(), up.as<float>(),
+  launch(c, swiglu_kernel, std::min<unsigned>(blocks_for(n, 256), 65535u), 256, 0, gate.as<float>(), up.as<float>(),
                                                                                      out.as<float>(), n);
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -486,6 +487,68 @@ TEST_F(CudaMatmulTest, DecodeRowsAreBitwiseBatchInvariant) {
     Problem p(64, s.n, s.k, random_reals(rng, static_cast<size_t>(64 * s.k)),
               make_weights(s.dtype, random_reals(rng, static_cast<size_t>(s.n * s.k))), s.bias ? &bias : nullptr);
     ASSERT_TRUE(check_batch_invariance(g, p, nullptr, all_decode_row_counts(), describe(p, 64, p.path(g, 64))));
+  }
+}
+
+// matmul_split over a stacked weight: on the decode path (one launch, rows <= 64) each output has the
+// bits of matmul() with the whole stacked weight, cut into its split; on the prefill path (one GEMM per
+// split) the bits of matmul() with that split's rows of w. With and without bias, for the stacked
+// q/k/v (3 splits) and gate/up (2 splits) layouts.
+TEST_F(CudaMatmulTest, SplitOutputsEqualTheStackedMatmul) {
+  GpuContext g(96, 4096);
+  std::mt19937 rng(21);
+  struct Case {
+    std::vector<int64_t> widths;
+    int64_t k;
+    bool bias;
+  };
+  const std::vector<Case> cases = {{{512, 128, 128}, 1024, false}, {{512, 128, 128}, 1024, true},
+                                   {{1000, 1000}, 4096, false},    {{96, 40, 40}, 100, true}};
+  for (const Case& cs : cases) {
+    int64_t n = 0;
+    for (int64_t w : cs.widths) n += w;
+    const HostWeights bias = make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(n)));
+    Problem p(96, n, cs.k, random_reals(rng, static_cast<size_t>(96 * cs.k)),
+              make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(n * cs.k))), cs.bias ? &bias : nullptr);
+    for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{64}, int64_t{96}}) {
+      const std::vector<float> whole = p.run(g, rows);
+      std::vector<std::unique_ptr<DeviceArray>> outs;
+      std::vector<Tensor> ys;
+      for (int64_t w : cs.widths) {
+        outs.push_back(std::make_unique<DeviceArray>(static_cast<size_t>(rows * w) * 4));
+        TEST_CUDA(cudaMemsetAsync(outs.back()->get(), 0xff, outs.back()->bytes(), g.ctx.stream));
+        ys.push_back(Tensor(outs.back()->get(), DType::F32, {rows, w}));
+      }
+      cuda::matmul_split(g.ctx, p.x_rows(0, rows), p.w_tensor(), p.bias_tensor(), ys);
+      TEST_CUDA(cudaGetLastError());
+      g.sync();
+      int64_t offset = 0;
+      for (size_t i = 0; i < cs.widths.size(); ++i) {
+        const int64_t w = cs.widths[i];
+        std::vector<float> got(static_cast<size_t>(rows * w));
+        TEST_CUDA(cudaMemcpy(got.data(), outs[i]->get(), got.size() * 4, cudaMemcpyDeviceToHost));
+        std::vector<float> expected = whole;
+        int64_t stride = n, column = offset;
+        if (rows > kMaxDecodeRows) {  // prefill: the split's own GEMM
+          DeviceArray alone(static_cast<size_t>(rows * w) * 4);
+          Tensor bias_part;
+          if (cs.bias) bias_part = Tensor(static_cast<uint8_t*>(p.dbias.get()) + offset * 2, DType::BF16, {w});
+          cuda::matmul(g.ctx, p.x_rows(0, rows), p.w_tensor().rows_from(offset).first_rows(w), bias_part,
+                       Tensor(alone.get(), DType::F32, {rows, w}));
+          g.sync();
+          expected.resize(static_cast<size_t>(rows * w));
+          TEST_CUDA(cudaMemcpy(expected.data(), alone.get(), expected.size() * 4, cudaMemcpyDeviceToHost));
+          stride = w;
+          column = 0;
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          int64_t diff = -1;
+          ASSERT_TRUE(same_bits(&got[static_cast<size_t>(r * w)], &expected[static_cast<size_t>(r * stride + column)], w, &diff))
+              << "split " << i << " row " << r << " feature " << diff << " of " << describe(p, rows, p.path(g, rows));
+        }
+        offset += w;
+      }
+    }
   }
 }
 
