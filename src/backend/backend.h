@@ -165,6 +165,10 @@ class Backend {
   // decode path also what the whole stacked matmul gives); the default runs one matmul per output.
   static constexpr int kMaxMatmulSplits = 3;
   virtual void matmul_split(const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys);
+  // y(rows, n) += x · wᵀ [+ bias]: a projection added into the residual stream. Bitwise what
+  // matmul(x, w, bias, scratch) followed by add(y, scratch, y) gives, which is the default; `scratch`
+  // (rows, n) F32 is the caller's buffer for paths that need it (a backend may leave it untouched).
+  virtual void matmul_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor scratch, Tensor y);
   // Whether matmul_split() over stacked weights beats separate matmuls here (the model then stacks its
   // q/k/v and gate/up weights at load); a CPU keeps the mmapped weights as they are.
   virtual bool prefers_stacked_projections() const { return false; }

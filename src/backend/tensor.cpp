@@ -25,4 +25,9 @@ void Backend::matmul_split(const Tensor& x, const Tensor& w, const Tensor& bias,
   }
 }
 
+void Backend::matmul_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor scratch, Tensor y) {
+  matmul(x, w, bias, scratch);
+  add(y, scratch, y);
+}
+
 }  // namespace helium

@@ -58,14 +58,15 @@ class DenseTransformer final : public Model {
   // Logits are wanted for the last prompt row, decode rows and tree nodes: a forward may ask for at most
   // this many (a prefill chunk of thousands of rows must not plan thousands of vocabulary-wide rows).
   static constexpr int kMaxLogitRows = 64;
-  // Recorded decode steps, by (rows, logit rows, tree masks present, KV cache).
+  // Recorded decode steps, by (rows, logit rows, tree masks present, attention key bucket, KV cache).
   static constexpr int kMaxGraphRows = 64;
   struct GraphKey {
     int rows, logit_rows;
     bool tree;
+    int32_t max_keys;  // the attention grid's positions
     const void* kv;
     bool operator<(const GraphKey& o) const {
-      return std::tie(rows, logit_rows, tree, kv) < std::tie(o.rows, o.logit_rows, o.tree, o.kv);
+      return std::tie(rows, logit_rows, tree, max_keys, kv) < std::tie(o.rows, o.logit_rows, o.tree, o.max_keys, o.kv);
     }
   };
   std::map<GraphKey, std::unique_ptr<OpGraph>> graphs_;
@@ -270,8 +271,7 @@ void DenseTransformer::attention_block(const DenseLayerWeights& w, const LayerKv
   AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
   Tensor attn_out = rows_of(attn_out_, rows);
   backend_.attention(q, kv.k, kv.v, shape, layout, attn_out);
-  backend_.matmul(attn_out, w.o_proj, w.o_bias, xn);
-  backend_.add(x, xn, x);
+  backend_.matmul_add(attn_out, w.o_proj, w.o_bias, xn, x);
 }
 
 void DenseTransformer::mlp_block(const DenseLayerWeights& w, int rows) {
@@ -287,8 +287,7 @@ void DenseTransformer::mlp_block(const DenseLayerWeights& w, int rows) {
     backend_.matmul(xn, w.up_proj, w.up_bias, up);
   }
   backend_.swiglu(gate, up, gate);
-  backend_.matmul(gate, w.down_proj, w.down_bias, xn);
-  backend_.add(x, xn, x);
+  backend_.matmul_add(gate, w.down_proj, w.down_bias, xn, x);
 }
 
 Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv, std::span<float> logits) {
@@ -350,7 +349,12 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
     layout.tree_masks = vector_of(tree_masks_, rows);
     backend_.copy_to_device(layout.tree_masks, batch.tree_masks.data());
   }
-  layout.max_keys = graph ? static_cast<int32_t>(max_context_) : most_keys;
+  // A recorded graph keeps its attention grid, sized for max_keys positions: graphs are recorded per
+  // power-of-two bucket of the longest row's keys (1K, 2K, ... up to the context), so a short context
+  // does not launch (and skip) the partitions of the whole context every step.
+  int32_t key_bucket = 1024;
+  while (key_bucket < most_keys) key_bucket *= 2;
+  layout.max_keys = graph ? static_cast<int32_t>(std::min<int64_t>(key_bucket, max_context_)) : most_keys;
   const int n = static_cast<int>(logit_rows.size());
   if (n > 0) backend_.copy_to_device(vector_of(logit_index_, n), logit_rows.data());
 
@@ -368,7 +372,7 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
     backend_.matmul(picked, w_.lm_head, Tensor(), rows_of(logits_, n));
   };
   if (graph) {
-    const GraphKey key{rows, n, !batch.tree_masks.empty(), kv[0].k.data};
+    const GraphKey key{rows, n, !batch.tree_masks.empty(), layout.max_keys, kv[0].k.data};
     auto it = graphs_.find(key);
     if (it == graphs_.end()) {
       backend_.begin_capture();

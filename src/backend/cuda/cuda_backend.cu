@@ -217,6 +217,10 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& bias, T
   cuda::matmul(impl_->ctx, x, w, bias, y);
 }
 
+void CudaBackend::matmul_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor scratch, Tensor y) {
+  cuda::matmul_add(impl_->ctx, x, w, bias, scratch, y);
+}
+
 void CudaBackend::matmul_split(const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) {
   cuda::matmul_split(impl_->ctx, x, w, bias, ys);
 }

@@ -74,6 +74,7 @@ class CudaBackend final : public Backend {
   void embedding(const Tensor& table, const Tensor& ids, Tensor out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) override;
   void matmul_split(const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) override;
+  void matmul_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor scratch, Tensor y) override;
   bool prefers_stacked_projections() const override { return true; }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, bool zero_centred, Tensor y) override;
   void rope(Tensor x, int heads, const Tensor& positions, const Tensor& inv_freq, const RopeParams& params) override;

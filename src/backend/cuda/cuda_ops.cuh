@@ -98,6 +98,8 @@ inline int64_t cols_of(const Tensor& t) { return t.rank == 0 ? 0 : t.shape[t.ran
 void embedding(const Context& c, const Tensor& table, const Tensor& ids, const Tensor& out);
 void matmul(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
 void matmul_split(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys);
+void matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
+                const Tensor& y);
 void rms_norm(const Context& c, const Tensor& x, const Tensor& w, float eps, bool zero_centred, const Tensor& y);
 void rope(const Context& c, const Tensor& x, int heads, const Tensor& positions, const Tensor& inv_freq,
           const RopeParams& params);

@@ -147,6 +147,7 @@ struct DecodeParams {
   float* y[Backend::kMaxMatmulSplits];
   int64_t split_end[Backend::kMaxMatmulSplits];
   int splits;
+  bool accumulate;  // y += result (one split): the residual add, the same rounding as a separate add
   int64_t rows, n, k;
   int feature_warps, k_warps;
   int64_t row_groups;  // ceil(rows / RT)
@@ -157,7 +158,8 @@ __device__ __forceinline__ void store_output(const DecodeParams& p, int64_t row,
   int i = 0;
   int64_t begin = 0;
   while (i + 1 < p.splits && feature >= p.split_end[i]) begin = p.split_end[i++];
-  p.y[i][row * (p.split_end[i] - begin) + (feature - begin)] = v;
+  float* out = p.y[i] + row * (p.split_end[i] - begin) + (feature - begin);
+  *out = p.accumulate ? __fadd_rn(*out, v) : v;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -468,9 +470,10 @@ bool decode_vector_loads_ok(const Tensor& x, const Tensor& w, int64_t k) {
   return k % kChunk == 0 && aligned_16(x.data) && aligned_16(w.data);
 }
 
-// ys: the outputs, one (rows, n) tensor or the split ranges of matmul_split (widths summing to n).
+// ys: the outputs, one (rows, n) tensor or the split ranges of matmul_split (widths summing to n);
+// accumulate: add into the one output instead of overwriting it.
 void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys,
-                   const MatmulShape& shape, const MatmulDecodeConfig& cfg) {
+                   const MatmulShape& shape, const MatmulDecodeConfig& cfg, bool accumulate = false) {
   HELIUM_CUDA_REQUIRE("matmul", matmul_decode_config_valid(cfg, w.dtype));
   HELIUM_CUDA_REQUIRE("matmul", !ys.empty() && ys.size() <= Backend::kMaxMatmulSplits);
   DecodeParams p{};
@@ -479,6 +482,8 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   p.bias = bias.data;
   p.bias_dtype = bias.dtype;
   p.splits = static_cast<int>(ys.size());
+  HELIUM_CUDA_REQUIRE("matmul", !accumulate || ys.size() == 1);
+  p.accumulate = accumulate;
   int64_t end = 0;
   for (size_t i = 0; i < ys.size(); ++i) {
     p.y[i] = ys[i].as<float>();
@@ -754,6 +759,22 @@ void matmul(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bi
   const MatmulDecodeConfig* tuned = find_tuned(c, shape.n, shape.k, w.dtype);
   launch_decode(c, x, w, bias, std::span<const Tensor>(&y, 1), shape,
                 tuned != nullptr ? *tuned : matmul_decode_default_config(shape.n, shape.k, w.dtype));
+}
+
+// Decode rows: the residual add happens in the kernel's store (y read, added, written: the bits of a
+// separate add); other rows: matmul into scratch, then add.
+void matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
+                const Tensor& y) {
+  const MatmulShape shape = check_operands("matmul_add", x, w, bias, y);
+  if (shape.rows == 0 || shape.n == 0) return;
+  if (shape.rows > kMaxDecodeRows || !decode_vector_loads_ok(x, w, shape.k)) {
+    matmul(c, x, w, bias, scratch);
+    add(c, y, scratch, y);
+    return;
+  }
+  const MatmulDecodeConfig* tuned = find_tuned(c, shape.n, shape.k, w.dtype);
+  launch_decode(c, x, w, bias, std::span<const Tensor>(&y, 1), shape,
+                tuned != nullptr ? *tuned : matmul_decode_default_config(shape.n, shape.k, w.dtype), /*accumulate=*/true);
 }
 
 // Decode rows: one launch over the stacked weight, each feature stored into its split (the arithmetic of

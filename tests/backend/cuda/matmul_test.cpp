@@ -552,6 +552,35 @@ TEST_F(CudaMatmulTest, SplitOutputsEqualTheStackedMatmul) {
   }
 }
 
+// matmul_add (the residual add in the decode kernel's store) has the bits of matmul() then add(), on
+// both paths, with and without bias.
+TEST_F(CudaMatmulTest, MatmulAddEqualsMatmulThenAdd) {
+  GpuContext g(96, 4096);
+  std::mt19937 rng(22);
+  for (bool with_bias : {false, true}) {
+    const int64_t n = 1000, k = 4096;
+    const HostWeights bias = make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(n)));
+    Problem p(96, n, k, random_reals(rng, static_cast<size_t>(96 * k)),
+              make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(n * k))), with_bias ? &bias : nullptr);
+    const std::vector<float> residual = random_reals(rng, static_cast<size_t>(96 * n), -4.0f, 4.0f);
+    for (int64_t rows : {int64_t{1}, int64_t{5}, int64_t{64}, int64_t{96}}) {
+      const std::vector<float> product = p.run(g, rows);
+      DeviceArray y(static_cast<size_t>(rows * n) * 4), scratch(static_cast<size_t>(rows * n) * 4);
+      y.upload(residual.data(), static_cast<size_t>(rows * n) * 4);
+      cuda::matmul_add(g.ctx, p.x_rows(0, rows), p.w_tensor(), p.bias_tensor(),
+                       Tensor(scratch.get(), DType::F32, {rows, n}), Tensor(y.get(), DType::F32, {rows, n}));
+      TEST_CUDA(cudaGetLastError());
+      g.sync();
+      std::vector<float> got(static_cast<size_t>(rows * n));
+      TEST_CUDA(cudaMemcpy(got.data(), y.get(), got.size() * 4, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < got.size(); ++i) {
+        const float expected = residual[i] + product[i];  // one f32 rounding, as the add kernel does
+        ASSERT_EQ(bits_of(got[i]), bits_of(expected)) << "element " << i << ", " << describe(p, rows, p.path(g, rows));
+      }
+    }
+  }
+}
+
 // Every candidate configuration (each kernel instance: weight type × row tile × lane shape, and every
 // (feature_warps, k_warps)) is exact on integers and batch-invariant on real data.
 TEST_F(CudaMatmulTest, EveryCandidateConfigurationIsExactAndInvariant) {
