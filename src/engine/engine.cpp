@@ -164,6 +164,7 @@ void Engine::evict_cached_until_free(int64_t positions) {
 
 void Engine::keep_in_cache(int32_t seq, std::vector<int32_t> tokens) {
   tokens.resize(static_cast<size_t>(std::min<int64_t>(kv_->length(seq), static_cast<int64_t>(tokens.size()))));
+  kv_->trim(seq, kv_->length(seq));  // pages reserved for tokens never written go back
   if (prompt_cache_limit_ == 0 || tokens.empty()) {
     kv_->free_sequence(seq);
     return;
@@ -182,7 +183,22 @@ void Engine::clear_prompt_cache() {
   prompt_cache_.clear();
 }
 
-Result<GenerationResult> Engine::generate(const GenerationRequest& req, const TokenCallback& on_token) {
+int64_t Engine::positions_needed(int64_t prompt_len, int64_t limit, int64_t reused) const {
+  const int64_t page = kv_->page_size();
+  return ((prompt_len + limit + page - 1) / page - (reused + page - 1) / page) * page;
+}
+
+int Engine::max_batch() const { return std::min(model_->max_rows(), KvCache::kMaxTreeRows); }
+
+bool Engine::has_room_for(const GenerationRequest& req) const {
+  const int64_t prompt_len = static_cast<int64_t>(req.prompt.size());
+  const int64_t limit = std::min<int64_t>(std::max(req.max_new_tokens, 0), context() - prompt_len);
+  int64_t evictable = 0;
+  for (const auto& c : prompt_cache_) evictable += (kv_->length(c.seq) + kv_->page_size() - 1) / kv_->page_size() * kv_->page_size();
+  return positions_needed(prompt_len, limit, 0) <= kv_->free_positions() + evictable;
+}
+
+Result<std::unique_ptr<ActiveGeneration>> Engine::begin(const GenerationRequest& req, TokenCallback on_token) {
   const int64_t vocab = model_->info().vocab_size;
   if (req.prompt.empty()) return Status::error("the prompt is empty");
   for (int32_t t : req.prompt)
@@ -193,79 +209,125 @@ Result<GenerationResult> Engine::generate(const GenerationRequest& req, const To
   if (prompt_len + 1 > context())
     return Status::error("the prompt has " + std::to_string(prompt_len) + " tokens; the context holds " +
                          std::to_string(context()) + " (room for at least one more token is needed)");
-  const int64_t limit = std::min<int64_t>(req.max_new_tokens, context() - prompt_len);
 
-  GenerationResult result;
-  result.prompt_tokens = static_cast<int>(prompt_len);
+  auto g = std::make_unique<ActiveGeneration>();
+  g->request = req;
+  g->on_token = std::move(on_token);
+  g->limit = std::min<int64_t>(req.max_new_tokens, context() - prompt_len);
+  g->result.prompt_tokens = static_cast<int>(prompt_len);
   auto t0 = std::chrono::steady_clock::now();
   std::optional<CachedSequence> cached = take_cached_prefix(req.prompt);
-  const int32_t seq = cached ? cached->seq : kv_->new_sequence();
-  SequenceGuard guard{*kv_, seq};
+  g->seq = cached ? cached->seq : kv_->new_sequence();
+  SequenceGuard guard{*kv_, g->seq};
   const size_t reused = cached ? cached->tokens.size() : 0;
-  result.cached_tokens = static_cast<int>(reused);
+  g->result.cached_tokens = static_cast<int>(reused);
   // Room for the rest of the prompt and every token this request may write, so that decoding cannot run
   // out of pages half-way: cached sequences give way first.
-  const int64_t page = kv_->page_size();
-  const int64_t needed_pages = (prompt_len + limit + page - 1) / page - (static_cast<int64_t>(reused) + page - 1) / page;
-  evict_cached_until_free(needed_pages * page);
-  if (needed_pages * page > kv_->free_positions())
-    return Status::error("the KV cache has " + std::to_string(kv_->free_positions()) + " free positions, the request needs " +
-                         std::to_string(needed_pages * page));
+  const int64_t needed = positions_needed(prompt_len, g->limit, static_cast<int64_t>(reused));
+  evict_cached_until_free(needed);
+  if (needed > kv_->free_positions())
+    return Status::error("the KV cache has " + std::to_string(kv_->free_positions()) +
+                         " free positions, the request needs " + std::to_string(needed));
+  HELIUM_RETURN_IF_ERROR(kv_->reserve(g->seq, prompt_len + g->limit));
+  HELIUM_RETURN_IF_ERROR(prefill(g->seq, req.prompt, reused, g->logits));
+  g->result.prefill_seconds = seconds_since(t0);
 
-  std::vector<float> logits;
-  HELIUM_RETURN_IF_ERROR(prefill(seq, req.prompt, reused, logits));
-  result.prefill_seconds = seconds_since(t0);
-
-  std::vector<int32_t> stops = req.stop_tokens;
-  if (!req.ignore_eos) stops.insert(stops.end(), eos_ids_.begin(), eos_ids_.end());
-  std::vector<int32_t> context_tokens = req.prompt;
-  IncrementalDetokenizer detok(tokenizer_, /*skip_special_tokens=*/false);
-  StopStrings stop_strings(req.stop_strings);
-  size_t emitted = 0;
-  SamplerScratch scratch;
-  result.finish_reason = "length";
-  auto t1 = std::chrono::steady_clock::now();
-
-  for (int64_t i = 0; i < limit; ++i) {
-    const int64_t position = prompt_len + i;  // where the sampled token goes
-    const double u = philox_uniform(req.sampling.seed, static_cast<uint64_t>(position));
-    const int32_t token = sample_token(logits, req.sampling, context_tokens, static_cast<size_t>(i), u, scratch);
-    if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
-      result.finish_reason = "stop";
-      break;
-    }
-    context_tokens.push_back(token);
-    result.tokens.push_back(token);
-    size_t safe = stop_strings.feed(detok.push(token));
-    std::string_view fresh = std::string_view(stop_strings.text()).substr(emitted, safe - emitted);
-    emitted = safe;
-    if (on_token && !on_token(token, fresh)) {
-      result.finish_reason = "cancelled";
-      break;
-    }
-    if (stop_strings.stopped()) {
-      result.finish_reason = "stop";
-      break;
-    }
-    if (i + 1 == limit) break;  // no forward for a token that will not be sampled
-    Batch batch;
-    batch.add(token, static_cast<int32_t>(position), seq, true);
-    HELIUM_RETURN_IF_ERROR(kv_->plan(batch));
-    HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), logits));
-  }
-  if (!stop_strings.stopped() && result.finish_reason != "cancelled") {
-    size_t safe = stop_strings.feed(detok.flush());
-    if (!stop_strings.stopped()) safe = stop_strings.text().size();  // end of stream: nothing to hold back
-    std::string_view rest = std::string_view(stop_strings.text()).substr(emitted, safe - emitted);
-    if (!rest.empty() && on_token) on_token(-1, rest);
-    emitted = safe;
-    if (stop_strings.stopped()) result.finish_reason = "stop";
-  }
-  result.text = stop_strings.text().substr(0, emitted);
-  result.decode_seconds = seconds_since(t1);
+  g->stops = req.stop_tokens;
+  if (!req.ignore_eos) g->stops.insert(g->stops.end(), eos_ids_.begin(), eos_ids_.end());
+  g->context_tokens = req.prompt;
+  g->detok = std::make_unique<IncrementalDetokenizer>(tokenizer_, /*skip_special_tokens=*/false);
+  g->stop_strings = std::make_unique<StopStrings>(req.stop_strings);
+  g->result.finish_reason = "length";
+  g->done = g->limit == 0;
+  g->decode_start = std::chrono::steady_clock::now();
   guard.release();
-  keep_in_cache(seq, std::move(context_tokens));
-  return result;
+  return g;
+}
+
+bool Engine::sample_next(ActiveGeneration& g) {
+  const int64_t prompt_len = static_cast<int64_t>(g.request.prompt.size());
+  const int64_t position = prompt_len + g.generated;  // where the sampled token goes
+  const double u = philox_uniform(g.request.sampling.seed, static_cast<uint64_t>(position));
+  const int32_t token = sample_token(g.logits, g.request.sampling, g.context_tokens, static_cast<size_t>(g.generated),
+                                     u, g.scratch);
+  if (std::find(g.stops.begin(), g.stops.end(), token) != g.stops.end()) {
+    g.result.finish_reason = "stop";
+    return false;
+  }
+  ++g.generated;
+  g.context_tokens.push_back(token);
+  g.result.tokens.push_back(token);
+  const size_t safe = g.stop_strings->feed(g.detok->push(token));
+  std::string_view fresh = std::string_view(g.stop_strings->text()).substr(g.emitted, safe - g.emitted);
+  g.emitted = safe;
+  if (g.on_token && !g.on_token(token, fresh)) {
+    g.result.finish_reason = "cancelled";
+    return false;
+  }
+  if (g.stop_strings->stopped()) {
+    g.result.finish_reason = "stop";
+    return false;
+  }
+  return g.generated < g.limit;  // no forward for a token that will not be sampled
+}
+
+Status Engine::step(std::span<ActiveGeneration* const> generations) {
+  std::vector<ActiveGeneration*> running;
+  for (ActiveGeneration* g : generations) {
+    if (g->done) continue;
+    if (sample_next(*g)) running.push_back(g);
+    else g->done = true;
+  }
+  if (running.empty()) return Status::ok();
+  if (static_cast<int>(running.size()) > max_batch())
+    return Status::error("a step of " + std::to_string(running.size()) + " generations; at most " +
+                         std::to_string(max_batch()) + " fit one forward");
+  const int64_t vocab = model_->info().vocab_size;
+  Batch batch;
+  for (const ActiveGeneration* g : running)
+    batch.add(g->context_tokens.back(), static_cast<int32_t>(g->context_tokens.size() - 1), g->seq, true);
+  HELIUM_RETURN_IF_ERROR(kv_->plan(batch));
+  step_logits_.resize(running.size() * static_cast<size_t>(vocab));
+  HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), step_logits_));
+  for (size_t i = 0; i < running.size(); ++i)
+    std::copy_n(step_logits_.begin() + static_cast<std::ptrdiff_t>(i * vocab), vocab, running[i]->logits.begin());
+  return Status::ok();
+}
+
+GenerationResult Engine::end(ActiveGeneration& g) {
+  GenerationResult& result = g.result;
+  if (!g.stop_strings->stopped() && result.finish_reason != "cancelled") {
+    size_t safe = g.stop_strings->feed(g.detok->flush());
+    if (!g.stop_strings->stopped()) safe = g.stop_strings->text().size();  // end of stream: nothing to hold back
+    std::string_view rest = std::string_view(g.stop_strings->text()).substr(g.emitted, safe - g.emitted);
+    if (!rest.empty() && g.on_token) g.on_token(-1, rest);
+    g.emitted = safe;
+    if (g.stop_strings->stopped()) result.finish_reason = "stop";
+  }
+  result.text = g.stop_strings->text().substr(0, g.emitted);
+  result.decode_seconds = seconds_since(g.decode_start);
+  keep_in_cache(g.seq, std::move(g.context_tokens));
+  g.seq = -1;
+  g.done = true;
+  return std::move(result);
+}
+
+void Engine::abort(ActiveGeneration& g) {
+  if (g.seq >= 0) kv_->free_sequence(g.seq);
+  g.seq = -1;
+  g.done = true;
+}
+
+Result<GenerationResult> Engine::generate(const GenerationRequest& req, const TokenCallback& on_token) {
+  HELIUM_ASSIGN_OR_RETURN(std::unique_ptr<ActiveGeneration> g, begin(req, on_token));
+  ActiveGeneration* one[] = {g.get()};
+  while (!g->done) {
+    if (Status st = step(one); !st) {
+      abort(*g);
+      return st;
+    }
+  }
+  return end(*g);
 }
 
 }  // namespace helium

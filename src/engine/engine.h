@@ -4,6 +4,7 @@
 // CLI arguments (callers hand it requests), or reach into kernels.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -63,6 +64,26 @@ struct GenerationResult {
 // -1 for text held back until then; return false to cancel.
 using TokenCallback = std::function<bool(int32_t token, std::string_view text)>;
 
+// A request in flight (Engine::begin .. Engine::end): its sequence, the logits its next token is drawn
+// from, and its streaming state. Owned by the caller; several may step together.
+struct ActiveGeneration {
+  GenerationRequest request;
+  TokenCallback on_token;
+  int32_t seq = -1;
+  int64_t limit = 0;                    // tokens it may still write at most, from the start
+  int64_t generated = 0;                // tokens sampled so far
+  std::vector<int32_t> context_tokens;  // prompt + output
+  std::vector<int32_t> stops;           // stop token ids (eos unless ignored, + the request's)
+  std::vector<float> logits;            // (vocab) of the last position run
+  std::unique_ptr<IncrementalDetokenizer> detok;
+  std::unique_ptr<StopStrings> stop_strings;
+  size_t emitted = 0;                   // bytes of stop_strings->text() handed to on_token
+  SamplerScratch scratch;
+  GenerationResult result;
+  bool done = false;
+  std::chrono::steady_clock::time_point decode_start;
+};
+
 class Engine {
  public:
   // Loads the checkpoint directory (config, weights, tokenizer) onto the chosen device.
@@ -79,6 +100,21 @@ class Engine {
   // decode); on a backend whose prefill and decode paths round differently, a cached run may differ from
   // a cold one in the last bits of its logits.
   Result<GenerationResult> generate(const GenerationRequest& request, const TokenCallback& on_token = nullptr);
+
+  // The same, in pieces, for a caller that runs several requests at once (the Scheduler): begin() checks
+  // the request, takes its prompt-cache prefix, reserves KV room for everything it may write and
+  // prefills; step() samples one token for each unfinished generation and runs all that continue through
+  // ONE forward (a row each: rows are bitwise what they would be alone, so every request writes the
+  // tokens it would write by itself); end() finishes one (flushes held-back text, keeps its sequence in the
+  // prompt cache) and abort() drops one. A step error leaves every generation it touched to abort().
+  Result<std::unique_ptr<ActiveGeneration>> begin(const GenerationRequest& request, TokenCallback on_token);
+  Status step(std::span<ActiveGeneration* const> generations);
+  GenerationResult end(ActiveGeneration& generation);
+  void abort(ActiveGeneration& generation);
+  // Whether begin() would find KV room for this request now (counting cached sequences it may evict).
+  bool has_room_for(const GenerationRequest& request) const;
+  // Rows one step() can take (the model's logit rows).
+  int max_batch() const;
 
   // Drops every cached sequence (frees its KV pages).
   void clear_prompt_cache();
@@ -112,6 +148,11 @@ class Engine {
   // Frees least recently used cached sequences until `positions` KV positions are free, or none is left.
   void evict_cached_until_free(int64_t positions);
   void keep_in_cache(int32_t seq, std::vector<int32_t> tokens);
+  // KV positions a request reserves beyond what its cached prefix already holds (whole pages).
+  int64_t positions_needed(int64_t prompt_len, int64_t limit, int64_t reused) const;
+  // Samples g's next token and streams it; false when g is finished.
+  bool sample_next(ActiveGeneration& g);
+  std::vector<float> step_logits_;  // (rows, vocab) of one step
 
   Checkpoint checkpoint_;
   std::unique_ptr<Backend> backend_;

@@ -1,10 +1,12 @@
 #include "engine/scheduler.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace helium {
 
 Scheduler::Scheduler(Engine& engine, SchedulerOptions options) : engine_(engine), options_(options) {
+  options_.max_batch = std::clamp(options_.max_batch, 1, engine_.max_batch());
   thread_ = std::thread([this] { run_loop(); });
 }
 
@@ -25,32 +27,35 @@ Result<RequestId> Scheduler::submit(GenerationRequest request, TokenCallback on_
   if (queue_.size() >= options_.max_queued)
     return refuse("the request queue is full (" + std::to_string(queue_.size()) + " requests waiting)");
   const RequestId id = next_id_++;
-  queue_.push_back({id, std::move(request), std::move(on_token), std::move(on_done)});
+  queue_.push_back({id, std::move(request), std::move(on_token), std::move(on_done),
+                    std::make_shared<std::atomic<bool>>(false)});
   ++stats_.requests_submitted;
   wake_.notify_one();
   return id;
 }
 
 void Scheduler::cancel(RequestId id) {
-  DoneCallback done;
+  Pending dropped;
+  bool found = false;
   {
     std::lock_guard lock(mutex_);
-    if (running_id_ == id) {
-      cancel_running_ = true;
-      return;
-    }
+    for (auto& [running_id, flag] : running_)
+      if (running_id == id) {
+        *flag = true;
+        return;
+      }
     for (auto it = queue_.begin(); it != queue_.end(); ++it) {
       if (it->id != id) continue;
-      done = std::move(it->on_done);
+      dropped = std::move(*it);
       queue_.erase(it);
-      ++stats_.requests_completed;
+      found = true;
       break;
     }
   }
-  if (done) {
+  if (found) {
     GenerationResult cancelled;
     cancelled.finish_reason = "cancelled";
-    done(std::move(cancelled));
+    finish(dropped, std::move(cancelled));
   }
 }
 
@@ -60,15 +65,14 @@ void Scheduler::shutdown() {
     std::lock_guard lock(mutex_);
     if (stopping_ && !thread_.joinable()) return;
     stopping_ = true;
-    cancel_running_ = true;
+    for (auto& entry : running_) *entry.second = true;
     dropped.swap(queue_);
-    stats_.requests_completed += dropped.size();
   }
   wake_.notify_all();
   for (auto& p : dropped) {
     GenerationResult cancelled;
     cancelled.finish_reason = "cancelled";
-    if (p.on_done) p.on_done(std::move(cancelled));
+    finish(p, std::move(cancelled));
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -77,46 +81,94 @@ SchedulerStats Scheduler::stats() const {
   std::lock_guard lock(mutex_);
   SchedulerStats s = stats_;
   s.queue_depth = queue_.size();
-  s.running = running_id_ != 0 ? 1 : 0;
+  s.running = running_.size();
   return s;
 }
 
-// One request at a time, in arrival order: the engine's generate() runs it to the end while later
-// requests wait in the queue. Continuous batching (decode steps of several requests in one forward)
-// replaces this loop without changing the interface.
+void Scheduler::finish(Pending& job, Result<GenerationResult> result) {
+  {
+    std::lock_guard lock(mutex_);
+    if (result) {
+      ++stats_.requests_completed;
+      stats_.prompt_tokens += static_cast<uint64_t>(result->prompt_tokens);
+      stats_.cached_prompt_tokens += static_cast<uint64_t>(result->cached_tokens);
+      stats_.generated_tokens += result->tokens.size();
+      stats_.prefill_seconds += result->prefill_seconds;
+      stats_.decode_seconds += result->decode_seconds;
+    } else {
+      ++stats_.requests_failed;
+    }
+  }
+  if (job.on_done) job.on_done(std::move(result));
+}
+
+// The engine thread: admit what fits (prefilling each newcomer), run one decode step for every admitted
+// generation together, end the finished ones; sleep when there is nothing to do. Requests are admitted in
+// arrival order: one that does not fit the free KV yet holds back the ones behind it (no overtaking).
 void Scheduler::run_loop() {
+  std::vector<Running> active;
+  auto forget = [&](RequestId id) {
+    std::lock_guard lock(mutex_);
+    std::erase_if(running_, [&](const auto& r) { return r.first == id; });
+  };
   for (;;) {
-    Pending job;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      running_id_ = job.id;
-      cancel_running_ = false;
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !active.empty(); });
+      if (stopping_ && active.empty()) return;
     }
-    auto on_token = [&](int32_t token, std::string_view text) {
-      if (cancel_running_) return false;
-      return job.on_token ? job.on_token(token, text) : true;
-    };
-    Result<GenerationResult> result = engine_.generate(job.request, on_token);
-    if (result && cancel_running_) result->finish_reason = "cancelled";
+    // Admit one request at a time: each begin() reserves its KV pages, which the next check must see.
+    for (;;) {
+      Pending job;
+      {
+        std::lock_guard lock(mutex_);
+        if (stopping_ || queue_.empty() || static_cast<int>(active.size()) >= options_.max_batch) break;
+        if (!active.empty() && !engine_.has_room_for(queue_.front().request)) break;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+        running_.emplace_back(job.id, job.cancelled);
+      }
+      // The token callback checks the cancel flag first, so cancel() stops a request at its next token.
+      auto flag = job.cancelled;
+      TokenCallback user = job.on_token;
+      TokenCallback on_token = [flag, user](int32_t token, std::string_view text) {
+        if (*flag) return false;
+        return user ? user(token, text) : true;
+      };
+      auto generation = engine_.begin(job.request, std::move(on_token));
+      if (!generation) {
+        forget(job.id);
+        finish(job, generation.status());
+        continue;
+      }
+      active.push_back({std::move(job), std::move(generation).value()});
+    }
+    if (active.empty()) continue;
+
+    std::vector<ActiveGeneration*> step;
+    for (Running& r : active) step.push_back(r.generation.get());
+    Status st = engine_.step(step);
     {
       std::lock_guard lock(mutex_);
-      running_id_ = 0;
-      if (result) {
-        ++stats_.requests_completed;
-        stats_.prompt_tokens += static_cast<uint64_t>(result->prompt_tokens);
-        stats_.cached_prompt_tokens += static_cast<uint64_t>(result->cached_tokens);
-        stats_.generated_tokens += result->tokens.size();
-        stats_.prefill_seconds += result->prefill_seconds;
-        stats_.decode_seconds += result->decode_seconds;
+      ++stats_.decode_steps;
+      stats_.decode_step_rows += step.size();
+    }
+    for (auto it = active.begin(); it != active.end();) {
+      if (!st || it->generation->done) {
+        forget(it->job.id);
+        if (st) {
+          GenerationResult r = engine_.end(*it->generation);
+          if (*it->job.cancelled) r.finish_reason = "cancelled";
+          finish(it->job, std::move(r));
+        } else {
+          engine_.abort(*it->generation);
+          finish(it->job, st);
+        }
+        it = active.erase(it);
       } else {
-        ++stats_.requests_failed;
+        ++it;
       }
     }
-    if (job.on_done) job.on_done(std::move(result));
   }
 }
 

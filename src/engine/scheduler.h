@@ -8,9 +8,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "engine/engine.h"
 
@@ -18,6 +21,7 @@ namespace helium {
 
 struct SchedulerOptions {
   size_t max_queued = 256;  // requests waiting beyond this are refused at submit()
+  int max_batch = 16;       // generations decoding together (capped by the engine's max_batch())
 };
 
 // Counters for /metrics; totals since the scheduler started.
@@ -33,6 +37,8 @@ struct SchedulerStats {
   double decode_seconds = 0;
   size_t queue_depth = 0;  // waiting, not yet running
   size_t running = 0;
+  uint64_t decode_steps = 0;       // batched forwards
+  uint64_t decode_step_rows = 0;   // generations summed over those steps (rows / steps = mean batch)
 };
 
 using RequestId = uint64_t;
@@ -46,7 +52,10 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Queues a request. on_token (may be null) runs on the engine thread for each token as
+  // Queues a request. Admitted requests decode together, one row each per forward (continuous batching):
+  // a new request is prefilled between decode steps and then joins the batch; one that needs more KV
+  // room than is free waits until earlier ones finish. on_token (may be null) runs on the engine thread
+  // for each token as
   // Engine::generate describes; returning false cancels the request. on_done runs exactly once, also on
   // the engine thread, unless submit() itself fails: a full queue, a scheduler that is shut down, or a
   // request that cannot fit the context (prompt + max_new_tokens > context; the message names the
@@ -68,8 +77,15 @@ class Scheduler {
     GenerationRequest request;
     TokenCallback on_token;
     DoneCallback on_done;
+    std::shared_ptr<std::atomic<bool>> cancelled;
+  };
+  struct Running {
+    Pending job;
+    std::unique_ptr<ActiveGeneration> generation;
   };
   void run_loop();
+  // Ends a request: counters, then its on_done (outside the lock).
+  void finish(Pending& job, Result<GenerationResult> result);
 
   Engine& engine_;
   SchedulerOptions options_;
@@ -77,8 +93,7 @@ class Scheduler {
   std::condition_variable wake_;
   std::deque<Pending> queue_;
   RequestId next_id_ = 1;
-  RequestId running_id_ = 0;
-  std::atomic<bool> cancel_running_{false};
+  std::vector<std::pair<RequestId, std::shared_ptr<std::atomic<bool>>>> running_;  // ids and cancel flags
   bool stopping_ = false;
   SchedulerStats stats_;
   std::thread thread_;

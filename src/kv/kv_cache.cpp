@@ -75,6 +75,12 @@ void KvCache::trim(int32_t seq, int64_t length) {
   }
 }
 
+Status KvCache::reserve(int32_t seq, int64_t positions) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return Status::error("KV cache: no sequence " + std::to_string(seq));
+  return grow(it->second, positions);
+}
+
 Status KvCache::grow(Sequence& s, int64_t length) {
   const size_t need = static_cast<size_t>((length + page_size_ - 1) / page_size_);
   if (need > s.pages.size() + free_pages_.size())

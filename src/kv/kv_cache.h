@@ -29,7 +29,10 @@ class KvCache {
   void free_sequence(int32_t seq);
   bool has_sequence(int32_t seq) const { return seqs_.count(seq) != 0; }
   int64_t length(int32_t seq) const;       // committed positions
-  void trim(int32_t seq, int64_t length);  // keeps positions [0, length)
+  void trim(int32_t seq, int64_t length);  // keeps positions [0, length) and frees the pages past them
+  // Takes the pages for positions [0, positions) now (the sequence's length is unchanged), so that the
+  // sequence can later grow that far whatever other sequences do; trim() gives back what was not used.
+  Status reserve(int32_t seq, int64_t positions);
   int64_t free_positions() const { return static_cast<int64_t>(free_pages_.size()) * page_size_; }
   int64_t capacity() const { return static_cast<int64_t>(n_pages_) * page_size_; }
   int page_size() const { return page_size_; }

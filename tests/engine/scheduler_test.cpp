@@ -72,6 +72,66 @@ TEST(Scheduler, ConcurrentRequestsEachGetTheirOwnTokens) {
   EXPECT_EQ(stats.queue_depth, 0u);
 }
 
+// Requests waiting while the engine is busy are admitted together and decode in shared forwards, each
+// writing exactly the tokens it writes alone (batch invariance carries to whole replies).
+TEST(Scheduler, WaitingRequestsDecodeTogetherWithTheirOwnTokens) {
+  auto engine = load_default_engine();
+  auto reference = load_default_engine(1024, 0);
+  ASSERT_TRUE(engine && reference);
+  Scheduler scheduler(*engine);
+  std::latch entered(1), release(1);
+  bool first = true;
+  auto hold = [&](int32_t, std::string_view) {
+    if (first) {
+      first = false;
+      entered.count_down();
+      release.wait();
+    }
+    return true;
+  };
+  const std::vector<std::string> prompts = {"def walk(tree):\n", "class Queue:\n", "import argparse\n",
+                                            "def merge(a, b):\n", "x = {'a': 1}\n"};
+  std::vector<Outcome> outcomes(prompts.size());
+  auto request = [&](size_t i) {
+    GenerationRequest req = greedy_request(*engine, prompts[i], 24 + 4 * static_cast<int>(i));
+    req.sampling.temperature = 0.7f;
+    req.sampling.seed = 7 + i;
+    return req;
+  };
+  ASSERT_TRUE(scheduler.submit(request(0), hold, outcomes[0].done_callback()));
+  entered.wait();
+  for (size_t i = 1; i < prompts.size(); ++i)
+    ASSERT_TRUE(scheduler.submit(request(i), outcomes[i].token_callback(), outcomes[i].done_callback()));
+  release.count_down();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto r = outcomes[i].done.get_future().get();
+    ASSERT_TRUE(r) << r.error_message();
+    auto alone = reference->generate(request(i));
+    ASSERT_TRUE(alone);
+    EXPECT_EQ(r->tokens, alone->tokens) << prompts[i];
+  }
+  const SchedulerStats stats = scheduler.stats();
+  EXPECT_GT(stats.decode_step_rows, stats.decode_steps) << "no step carried more than one generation";
+  EXPECT_EQ(stats.running, 0u);
+}
+
+// When the KV cache cannot hold two requests at once, the second waits for the first and then runs.
+TEST(Scheduler, RequestWaitsForKvRoomInsteadOfFailing) {
+  auto engine = load_default_engine(/*context=*/256, /*cache_sequences=*/0);
+  ASSERT_TRUE(engine);
+  Scheduler scheduler(*engine);
+  std::vector<Outcome> outcomes(3);
+  for (size_t i = 0; i < outcomes.size(); ++i)
+    ASSERT_TRUE(scheduler.submit(greedy_request(*engine, i == 1 ? "class A:\n" : "def f(x):\n", 180),
+                                 outcomes[i].token_callback(), outcomes[i].done_callback()));
+  for (auto& o : outcomes) {
+    auto r = o.done.get_future().get();
+    ASSERT_TRUE(r) << r.error_message();
+    EXPECT_EQ(r->tokens.size(), 180u);
+  }
+  EXPECT_EQ(scheduler.stats().decode_step_rows, scheduler.stats().decode_steps) << "they could not have shared steps";
+}
+
 TEST(Scheduler, RefusesWhatCannotFitOrWait) {
   auto engine = load_default_engine(/*context=*/64);
   ASSERT_TRUE(engine);
