@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "hub/resolve.h"
+
 namespace helium::cli {
 
 struct RunOptions {
@@ -30,16 +32,54 @@ struct RunOptions {
   std::string device = "auto";
   std::string load_format = "weights";
   bool show_ids = false;
+  bool offline = false;  // never touch the network (also HF_HUB_OFFLINE=1)
 };
 
 struct InfoOptions {
   std::string model;
   int64_t context = 0;
+  std::string device = "auto";   // the memory plan's device: cpu, cuda, or auto
+  std::string gpu_memory;        // e.g. "141GB"; default: an H200
+  std::string host_memory;       // default: this machine's RAM
+  std::string quantization;      // plan for another weight format (bf16, fp8, int4)
+  bool offload_experts = false;
+  bool no_drafter = false;
+};
+
+struct ModelsOptions {
+  bool paths = false;
+};
+
+struct PullCommandOptions {
+  std::string model;
+  bool offline = false;
+  int parallel = 4;
+  std::vector<std::string> include;
+  bool force = false;
+  bool no_verify = false;
 };
 
 struct TuneOptions {
   std::string model;
   std::string device = "auto";
+  std::string load_format = "weights";
+};
+
+struct ServeOptions {
+  std::string model;
+  std::string alias;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;
+  int64_t context = 0;
+  std::string device = "auto";
+  int threads = 0;
+  double max_body_mb = 32;
+  size_t max_queued = 256;
+  int http_threads = 128;
+  int64_t default_max_tokens = 4096;
+  bool clamp_max_tokens = false;
+  int prompt_cache_sequences = 4;
   std::string load_format = "weights";
 };
 
@@ -49,8 +89,27 @@ int tune_command(const TuneOptions& options);
 void add_info_command(CLI::App& app, InfoOptions& options);
 int run_command(const RunOptions& options);
 int info_command(const InfoOptions& options);
+void add_serve_command(CLI::App& app, ServeOptions& options);
+int serve_command(const ServeOptions& options);
 
 // The model used when none is named: the embedded default in the source tree.
 std::string default_model_path();
+
+void add_models_command(CLI::App& app, ModelsOptions& options);
+int models_command(const ModelsOptions& options);
+void add_pull_command(CLI::App& app, PullCommandOptions& options);
+int pull_command(const PullCommandOptions& options);
+
+// The model catalog: $HELIUM_CATALOG, else catalog/models.json in the source tree.
+std::string catalog_path();
+// The catalog, read once; nullptr (and the reason in *error) when it cannot be read.
+const Catalog* cli_catalog(std::string* error);
+// Resolution settings of this build: the HF_* environment (offline forced when asked), helium's version
+// and model families (unsupported catalog entries are refused before downloading), plan and progress on
+// stderr (redrawn in place on a terminal).
+ResolveOptions cli_resolve_options(const Catalog* catalog, bool offline);
+// --model NAME|REPO[@rev]|DIR to a directory, pulling on first use (hub/resolve.h has the rules). For
+// run and serve; the caller prints the error.
+Result<ResolvedModel> resolve_model_for_cli(const std::string& name, bool offline);
 
 }  // namespace helium::cli

@@ -17,6 +17,12 @@ int main(int argc, char** argv) {
   helium::cli::add_info_command(app, info);
   helium::cli::TuneOptions tune;
   helium::cli::add_tune_command(app, tune);
+  helium::cli::ModelsOptions models;
+  helium::cli::add_models_command(app, models);
+  helium::cli::PullCommandOptions pull;
+  helium::cli::add_pull_command(app, pull);
+  helium::cli::ServeOptions serve;
+  helium::cli::add_serve_command(app, serve);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -25,5 +31,8 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("run")) return helium::cli::run_command(run);
   if (app.got_subcommand("info")) return helium::cli::info_command(info);
   if (app.got_subcommand("tune")) return helium::cli::tune_command(tune);
+  if (app.got_subcommand("models")) return helium::cli::models_command(models);
+  if (app.got_subcommand("pull")) return helium::cli::pull_command(pull);
+  if (app.got_subcommand("serve")) return helium::cli::serve_command(serve);
   return 1;
 }

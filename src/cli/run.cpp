@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "engine/memory_plan.h"
 
 namespace helium::cli {
 namespace {
@@ -27,7 +28,10 @@ std::string default_model_path() { return std::string(HELIUM_SOURCE_DIR) + "/" +
 void add_run_command(CLI::App& app, RunOptions& o) {
   CLI::App* run = app.add_subcommand("run", "Generate text from a prompt, streaming it to stdout");
   o.command = run;
-  run->add_option("-m,--model", o.model, "Model directory (config.json, weights, tokenizer.json); default: the embedded model");
+  run->add_option("-m,--model", o.model,
+                  "Model: a directory, a catalog name (`helium models`), or a Hugging Face repo id org/name[@revision] "
+                  "(downloaded on first use); default: the embedded model");
+  run->add_flag("--offline", o.offline, "Never touch the network: use the Hugging Face cache only (also HF_HUB_OFFLINE=1)");
   run->add_option("-p,--prompt", o.prompt, "Prompt text")->required();
   run->add_flag("--chat", o.chat, "Wrap the prompt as one user turn of the model's chat format");
   run->add_option("-n,--max-tokens", o.max_new_tokens, "Tokens to generate at most")->check(CLI::NonNegativeNumber);
@@ -58,7 +62,12 @@ int run_command(const RunOptions& o) {
   eo.load_format = o.load_format == "dummy" ? LoadFormat::Dummy : LoadFormat::Weights;
   eo.threads = o.threads;
   eo.context = o.context;
-  const std::string model = o.model.empty() ? default_model_path() : o.model;
+  auto resolved = resolve_model_for_cli(o.model.empty() ? default_model_path() : o.model, o.offline);
+  if (!resolved.is_ok()) {
+    std::cerr << "helium: " << resolved.error_message() << "\n";
+    return 1;
+  }
+  const std::string model = resolved->dir;
   auto engine = Engine::load(model, eo);
   if (!engine.is_ok()) {
     std::cerr << "helium: " << engine.error_message() << "\n";
@@ -66,6 +75,8 @@ int run_command(const RunOptions& o) {
   }
   Engine& e = *engine.value();
   for (const auto& w : e.checkpoint().warnings) std::cerr << "helium: warning: " << w << "\n";
+  auto plan = plan_for_engine(e, o.model.empty() ? model : o.model, 0, host_memory_bytes());
+  if (plan.is_ok()) print_memory_plan(stderr, plan.value());
   std::string text = o.prompt;
   if (o.chat) {
     auto chat = single_turn_chat(e.tokenizer(), o.prompt);
