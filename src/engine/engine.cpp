@@ -52,7 +52,24 @@ struct DeviceChoice {
   int rows_per_forward = 0;
 };
 
-Result<DeviceChoice> make_backend(const EngineOptions& options, int64_t context) {
+// The model's attention and matmul sizes that the CUDA backend's scratch is planned for (read from the
+// config before the model exists); a key the config lacks keeps the backend's generous default.
+struct ScratchShape {
+  int heads = 0, head_dim = 0;
+  int64_t max_k = 0;
+};
+
+ScratchShape scratch_shape_of(const Checkpoint& ckpt) {
+  ConfigReader r(ckpt.config, ckpt.dir + "/config.json");
+  ScratchShape s;
+  const int64_t hidden = r.integer_or("hidden_size", 0), heads = r.integer_or("num_attention_heads", 0);
+  s.heads = static_cast<int>(heads);
+  s.head_dim = static_cast<int>(r.integer_or("head_dim", heads > 0 ? hidden / heads : 0));
+  s.max_k = std::max({hidden, r.integer_or("intermediate_size", 0), heads * s.head_dim});
+  return s;
+}
+
+Result<DeviceChoice> make_backend(const EngineOptions& options, int64_t context, const ScratchShape& shape) {
   auto rows_for = [&](bool cuda) {
     if (options.max_rows > 0) return options.max_rows;
     return static_cast<int>(std::min<int64_t>(cuda ? 4096 : 256, std::max<int64_t>(context, 1)));
@@ -64,6 +81,11 @@ Result<DeviceChoice> make_backend(const EngineOptions& options, int64_t context)
     CudaBackendOptions co;
     co.max_rows = rows_for(true);
     co.max_context = context;
+    if (shape.heads > 0 && shape.head_dim > 0) {
+      co.max_heads = shape.heads;
+      co.max_head_dim = shape.head_dim;
+    }
+    if (shape.max_k > 0) co.max_k = shape.max_k;
     HELIUM_ASSIGN_OR_RETURN(auto cuda, CudaBackend::create(co));
     return DeviceChoice{std::move(cuda), false, co.max_rows};
   }
@@ -90,7 +112,7 @@ int64_t context_for(const Checkpoint& ckpt, int64_t requested) {
 Result<std::string> Engine::tune(const std::string& model_dir, EngineOptions options) {
   HELIUM_ASSIGN_OR_RETURN(Checkpoint ckpt, load_checkpoint(model_dir, options.load_format));
   const int64_t context = context_for(ckpt, options.context);
-  HELIUM_ASSIGN_OR_RETURN(DeviceChoice device, make_backend(options, context));
+  HELIUM_ASSIGN_OR_RETURN(DeviceChoice device, make_backend(options, context, scratch_shape_of(ckpt)));
   ModelOptions mo;
   mo.max_rows = device.rows_per_forward;
   mo.max_context = context;
@@ -103,7 +125,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& model_dir, const
   std::unique_ptr<Engine> e(new Engine());
   HELIUM_ASSIGN_OR_RETURN(e->checkpoint_, load_checkpoint(model_dir, options.load_format));
   const int64_t context = context_for(e->checkpoint_, options.context);
-  HELIUM_ASSIGN_OR_RETURN(DeviceChoice device, make_backend(options, context));
+  HELIUM_ASSIGN_OR_RETURN(DeviceChoice device, make_backend(options, context, scratch_shape_of(e->checkpoint_)));
   e->backend_ = std::move(device.backend);
   const DType kv_dtype = options.kv_dtype.value_or(device.cpu ? DType::F32 : DType::BF16);
   HELIUM_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::from_dir(model_dir));

@@ -19,7 +19,7 @@ constexpr int64_t kKvPageSize = 16;      // KvCache positions per page
 constexpr int64_t kKvScratchSlots = 64;  // KvCache tree-scratch slots (kMaxTreeRows)
 constexpr int64_t kMaxLogitRows = 64;    // DenseTransformer logit rows per forward
 constexpr int64_t kMaxDecodeRows = 64;   // CUDA decode-path rows
-constexpr int64_t kCudaMaxHeads = 128;   // CudaBackendOptions defaults, which engine.cpp keeps
+constexpr int64_t kCudaMaxHeads = 128;   // CudaBackendOptions defaults, kept when a config lacks the sizes
 constexpr int64_t kCudaMaxHeadDim = 256;
 constexpr int64_t kCudaMaxK = 32768;
 constexpr int64_t kCudaPartitionKeys = 256;  // attention.cu kDecodePartitionKeys
@@ -161,9 +161,14 @@ MemoryPlan plan_core(const PlanModel& model, const MemoryPlanOptions& o) {
   // CUDA backend reservations (cuda_backend.cu: attention partials, bf16 prefill copy, cuBLASLt).
   int64_t attention_scratch = 0, matmul_scratch = 0;
   if (o.gpu) {
-    attention_scratch = std::min(rows, kMaxDecodeRows) * kCudaMaxHeads *
-                        ceil_div(o.context, kCudaPartitionKeys) * (kCudaMaxHeadDim + 2) * 4;
-    matmul_scratch = rows > kMaxDecodeRows ? round_up(rows * kCudaMaxK * 2, 256) : 0;
+    // engine.cpp sizes these from the model's config (heads, head_dim, widest matmul input).
+    const bool sized = s.attention.heads > 0 && s.attention.head_dim > 0;
+    const int64_t heads = sized ? s.attention.heads : kCudaMaxHeads;
+    const int64_t head_dim = sized ? s.attention.head_dim : kCudaMaxHeadDim;
+    int64_t max_k = std::max({s.hidden, s.ffn.intermediate, heads * head_dim});
+    if (max_k <= 0) max_k = kCudaMaxK;
+    attention_scratch = std::min(rows, kMaxDecodeRows) * heads * ceil_div(o.context, kCudaPartitionKeys) * (head_dim + 2) * 4;
+    matmul_scratch = rows > kMaxDecodeRows ? round_up(rows * max_k * 2, 256) : 0;
     plan.backend_scratch_bytes = attention_scratch + matmul_scratch + kCublasWorkspace;
   }
 

@@ -45,10 +45,12 @@ const PlanItem* item(const MemoryPlan& plan, const std::string& what) {
   return nullptr;
 }
 
-// The CUDA reservations at 4096 rows and 32768 positions, as engine.cpp creates the backend: attention
-// partials 64 rows x 128 heads x 128 partitions x (256 + 2) floats, a bf16 copy of 4096 x 32768 inputs,
-// and the 32 MiB cuBLASLt workspace.
-constexpr int64_t kScratch32k = 64LL * 128 * 128 * 258 * 4 + 4096LL * 32768 * 2 + (32LL << 20);
+// The CUDA reservations at 4096 rows and 32768 positions, as engine.cpp creates the backend for the
+// model's own sizes: attention partials 64 rows x heads x 128 partitions x (head_dim + 2) floats, a bf16
+// copy of 4096 rows of the widest matmul input, and the 32 MiB cuBLASLt workspace. Qwen3-8B: 32 heads of
+// 128, widest input 12288; Qwen3.6-35B-A3B: 16 heads of 256, widest input 16 x 256.
+constexpr int64_t kScratch8B = 64LL * 32 * 128 * 130 * 4 + 4096LL * 12288 * 2 + (32LL << 20);
+constexpr int64_t kScratch35B = 64LL * 16 * 128 * 258 * 4 + 4096LL * 4096 * 2 + (32LL << 20);
 constexpr int64_t kReserved = 1LL << 30;
 
 TEST(MemoryPlan, DenseQwen3_8BOnAnH200ByHand) {
@@ -72,9 +74,9 @@ TEST(MemoryPlan, DenseQwen3_8BOnAnH200ByHand) {
   EXPECT_EQ(activations, 777240832);
   EXPECT_EQ(plan.activation_bytes, activations);
   EXPECT_FALSE(plan.activations_estimated);
-  EXPECT_EQ(plan.backend_scratch_bytes, kScratch32k);
-  EXPECT_EQ(plan.gpu_total, 16381452288 + 4841275392 + 512 + activations + kScratch32k + kReserved);
-  EXPECT_EQ(plan.gpu_total, 24457831168);
+  EXPECT_EQ(plan.backend_scratch_bytes, kScratch8B);
+  EXPECT_EQ(plan.gpu_total, 16381452288 + 4841275392 + 512 + activations + kScratch8B + kReserved);
+  EXPECT_EQ(plan.gpu_total, 23344243456);
   EXPECT_TRUE(plan.fits);
   EXPECT_EQ(plan.gpu_budget, 141000000000);
 
@@ -116,8 +118,8 @@ TEST(MemoryPlan, HybridMoeQwen36_35BOnAnH200ByHand) {
   EXPECT_EQ(mtp, 844638208);
   EXPECT_EQ(plan.drafter_bytes, mtp * 2 + (32768 + 64) * 2LL * 1 * 2 * 256 * 2);
   EXPECT_EQ(plan.gpu_total, 69321047296 + 672399360 + 512 + 321945600 + plan.activation_bytes +
-                                plan.drafter_bytes + kScratch32k + kReserved);
-  EXPECT_EQ(plan.gpu_total, 75773399296);
+                                plan.drafter_bytes + kScratch35B + kReserved);
+  EXPECT_EQ(plan.gpu_total, 74591654144);
   EXPECT_TRUE(plan.fits);
   ASSERT_NE(item(plan, "routed experts"), nullptr);
   EXPECT_EQ(item(plan, "routed experts")->where, Placement::Gpu);
@@ -161,16 +163,16 @@ TEST(MemoryPlan, RefusalStatesTheSizesAndTheFlagsThatWouldHelp) {
 }
 
 TEST(MemoryPlan, ASmallerContextIsSuggestedWhenItIsEnough) {
-  // Qwen3-32B (65.5 GB of weights) on an 80 GB GPU at its full 40,960 positions: a shorter context fits.
+  // Qwen3-32B (65.5 GB of weights) on a 79 GB GPU at its full 40,960 positions: a shorter context fits.
   MemoryPlanOptions o;
   o.context = 40960;
-  o.gpu_bytes = 80'000'000'000;
+  o.gpu_bytes = 79'000'000'000;
   o.device_name = "GPU";
   o.drafter = false;
   const MemoryPlan plan = plan_memory(from_catalog("flint"), o);
   ASSERT_FALSE(plan.fits);
   const std::string& r = plan.refusal;
-  EXPECT_NE(r.find("flint does not fit on GPU (80.00 GB): it needs 80.40 GB"), std::string::npos) << r;
+  EXPECT_NE(r.find("flint does not fit on GPU (79.00 GB): it needs 79.33 GB"), std::string::npos) << r;
   EXPECT_NE(r.find("KV cache 10.7"), std::string::npos) << r;  // 40,960 x 262,144 bytes
   const auto at = r.find("--ctx-size ");
   ASSERT_NE(at, std::string::npos) << r;
