@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -20,7 +21,8 @@ namespace helium::cli {
 namespace {
 
 // Waits for SIGINT/SIGTERM on its own thread (the signals are blocked everywhere else, so no thread is
-// interrupted in the middle of its work) and asks the server to stop.
+// interrupted in the middle of its work) and asks the server to stop; a second signal while it is
+// stopping (say, waiting for a long prefill to end) quits at once.
 class StopSignalWatcher {
  public:
   StopSignalWatcher() {
@@ -30,12 +32,19 @@ class StopSignalWatcher {
     // Before any other thread exists, so that every later thread inherits the mask.
     pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
     thread_ = std::thread([this] {
-      int signal = 0;
-      sigwait(&signals_, &signal);
-      std::lock_guard lock(mutex_);
-      if (closing_) return;
-      requested_ = true;
-      if (server_) server_->stop();
+      for (;;) {
+        int signal = 0;
+        sigwait(&signals_, &signal);
+        std::lock_guard lock(mutex_);
+        if (closing_) return;
+        if (requested_) {
+          std::fputs("helium: stopping now (second signal)\n", stderr);
+          std::_Exit(1);
+        }
+        requested_ = true;
+        std::fputs("helium: stopping (send the signal again to quit at once)\n", stderr);
+        if (server_) server_->stop();
+      }
     });
   }
   ~StopSignalWatcher() {
@@ -43,7 +52,7 @@ class StopSignalWatcher {
       std::lock_guard lock(mutex_);
       closing_ = true;
     }
-    if (!requested_) pthread_kill(thread_.native_handle(), SIGTERM);  // wakes sigwait
+    pthread_kill(thread_.native_handle(), SIGTERM);  // wakes sigwait, which then sees closing_
     thread_.join();
   }
   // Returns false when a stop was already requested (the server should not start).

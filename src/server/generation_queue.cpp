@@ -8,7 +8,6 @@ bool GenerationChannel::push_token(int32_t token, std::string_view text) {
     std::lock_guard lock(mutex_);
     if (cancelled_) return false;
     text_.append(text);
-    if (token >= 0) ++tokens_;
     if (first_token_ms_ < 0 && token >= 0)
       first_token_ms_ =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - created_).count();
@@ -30,8 +29,6 @@ GenerationChannel::Update GenerationChannel::wait(std::chrono::milliseconds time
   ready_.wait_for(lock, timeout, [&] { return !text_.empty() || done_.has_value(); });
   Update update;
   update.text.swap(text_);
-  update.tokens = tokens_;
-  tokens_ = 0;
   if (done_) {
     update.done.emplace(std::move(*done_));
     done_.reset();

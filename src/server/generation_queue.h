@@ -60,7 +60,6 @@ class GenerationChannel {
   // HTTP side: waits until new text or the end is there, or `timeout` passes, then moves out what came.
   struct Update {
     std::string text;
-    int tokens = 0;
     std::optional<Result<GenerationResult>> done;
   };
   Update wait(std::chrono::milliseconds timeout);
@@ -76,7 +75,6 @@ class GenerationChannel {
   mutable std::mutex mutex_;
   std::condition_variable ready_;
   std::string text_;
-  int tokens_ = 0;
   std::optional<Result<GenerationResult>> done_;
   bool cancelled_ = false;
   std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();

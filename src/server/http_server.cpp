@@ -10,6 +10,8 @@
 #include <ctime>
 #include <map>
 #include <mutex>
+#include <thread>
+#include <variant>
 
 #include "chat/output_parser.h"
 #include "sample/sampler.h"
@@ -41,7 +43,8 @@ struct RequestLog {
   int status = 0;
   bool stream = false;
   int prompt_tokens = -1, cached_tokens = -1, generated_tokens = -1;
-  double first_token_ms = -1;
+  double first_token_ms = -1;  // from submission: includes waiting in the queue
+  double prefill_ms = -1;      // the engine's prefill (to the first token's logits)
   std::string finish_reason;
   std::string error;
   Clock::time_point start = Clock::now();
@@ -117,7 +120,8 @@ struct HttpServer::Impl {
   void send_json(httplib::Response& res, const Json& body) const;
   void write_log(const RequestLog& log);
   void handle_generation(const ApiAdapter& api, const httplib::Request& req, httplib::Response& res, RequestLog& log);
-  Result<int64_t> token_budget(const ParsedRequest& request, size_t prompt_tokens, ApiError& error) const;
+  // How many tokens the request may generate, or why it cannot run in the context.
+  std::variant<int64_t, ApiError> token_budget(const ParsedRequest& request, size_t prompt_tokens) const;
   SamplingParams sampling_for(const GenerationSettings& settings) const;
   Completion make_completion(const GenerationResult& result, ParsedMessage message, const ParsedRequest& request) const;
   ApiError refusal_error(const std::string& message) const;
@@ -139,6 +143,7 @@ struct HttpServer::Impl {
   std::unique_ptr<ApiAdapter> count_tokens = make_anthropic_count_tokens_adapter();
 
   std::atomic<bool> stopping{false};
+  std::atomic<bool> listening{false};  // run() is in (or entering) the listener
   std::mutex inflight_mutex;
   std::map<RequestId, std::weak_ptr<GenerationChannel>> inflight;
   std::mutex log_mutex;
@@ -179,6 +184,7 @@ void HttpServer::Impl::write_log(const RequestLog& log) {
   if (log.cached_tokens >= 0) line["cached_tokens"] = log.cached_tokens;
   if (log.generated_tokens >= 0) line["generated_tokens"] = log.generated_tokens;
   if (log.first_token_ms >= 0) line["first_token_ms"] = std::round(log.first_token_ms * 10) / 10;
+  if (log.prefill_ms >= 0) line["prefill_ms"] = std::round(log.prefill_ms * 10) / 10;
   line["ms"] = std::round(ms_since(log.start) * 10) / 10;
   if (!log.finish_reason.empty()) line["finish_reason"] = log.finish_reason;
   if (!log.error.empty()) line["error"] = log.error;
@@ -205,28 +211,24 @@ ApiError HttpServer::Impl::refusal_error(const std::string& message) const {
   return {ErrorKind::kQueueFull, message, {}};
 }
 
-Result<int64_t> HttpServer::Impl::token_budget(const ParsedRequest& request, size_t prompt_size, ApiError& error) const {
+std::variant<int64_t, ApiError> HttpServer::Impl::token_budget(const ParsedRequest& request, size_t prompt_size) const {
   const int64_t context = model.context;
   const int64_t prompt = static_cast<int64_t>(prompt_size);
   const int64_t room = context - prompt;
-  if (room < 1) {
-    error = ApiError::invalid_request("the prompt has " + std::to_string(prompt) + " tokens, but the context holds " +
-                                          std::to_string(context) + " tokens (room for at least one generated token is needed)",
-                                      "context_length_exceeded");
-    return Status::error(error.message);
-  }
+  if (room < 1)
+    return ApiError::invalid_request("the prompt has " + std::to_string(prompt) + " tokens, but the context holds " +
+                                         std::to_string(context) + " tokens (room for at least one generated token is needed)",
+                                     "context_length_exceeded");
   if (request.settings.max_tokens) {
     const int64_t wanted = *request.settings.max_tokens;
     if (wanted <= room || options.clamp_max_tokens) return std::min(wanted, room);
-    error = ApiError::invalid_request("the prompt (" + std::to_string(prompt) + " tokens) plus the requested maximum of " +
-                                          std::to_string(wanted) + " output tokens exceeds the context of " +
-                                          std::to_string(context) + " tokens: at most " + std::to_string(room) +
-                                          " output tokens fit",
-                                      "context_length_exceeded");
-    return Status::error(error.message);
+    return ApiError::invalid_request("the prompt (" + std::to_string(prompt) + " tokens) plus the requested maximum of " +
+                                         std::to_string(wanted) + " output tokens exceeds the context of " +
+                                         std::to_string(context) + " tokens: at most " + std::to_string(room) +
+                                         " output tokens fit",
+                                     "context_length_exceeded");
   }
-  const int64_t fallback = request.default_max_tokens.value_or(options.default_max_tokens);
-  return std::min(fallback, room);
+  return std::min(request.default_max_tokens.value_or(options.default_max_tokens), room);
 }
 
 SamplingParams HttpServer::Impl::sampling_for(const GenerationSettings& s) const {
@@ -316,25 +318,24 @@ void HttpServer::Impl::handle_generation(const ApiAdapter& api, const httplib::R
   context.prompt_tokens = static_cast<int>(prompt.size());
   context.request = request.get();
 
-  ApiError budget_error;
-  Result<int64_t> budget = token_budget(*request, prompt.size(), budget_error);
-  if (!budget.is_ok()) {
+  const std::variant<int64_t, ApiError> budget = token_budget(*request, prompt.size());
+  if (const ApiError* budget_error = std::get_if<ApiError>(&budget)) {
     // Codex learns about a full context only from an in-stream response.failed with code
     // context_length_exceeded (it then compacts the conversation); a plain 400 would end its turn.
     if (request->stream && &api == responses.get()) {
       std::unique_ptr<StreamWriter> writer = api.make_stream_writer(context);
       std::string events = writer->start();
-      events += writer->fail(budget_error);
+      events += writer->fail(*budget_error);
       res.set_content(events, "text/event-stream");
-      log.error = budget_error.message;
+      log.error = budget_error->message;
       return;
     }
-    return send_error(res, flavor, budget_error, log);
+    return send_error(res, flavor, *budget_error, log);
   }
 
   GenerationRequest generation;
   generation.prompt = std::move(prompt);
-  generation.max_new_tokens = static_cast<int>(budget.value());
+  generation.max_new_tokens = static_cast<int>(std::get<int64_t>(budget));
   generation.sampling = sampling_for(request->settings);
   generation.stop_strings = request->settings.stop;
   if (std::string bad = validate_sampling(generation.sampling, model.tokenizer->vocab_size()); !bad.empty())
@@ -383,13 +384,13 @@ void HttpServer::Impl::handle_generation(const ApiAdapter& api, const httplib::R
   if (!result.is_ok()) return send_error(res, flavor, ApiError::internal("generation failed: " + result.error_message()), log);
   log.cached_tokens = result->cached_tokens;
   log.generated_tokens = static_cast<int>(result->tokens.size());
+  log.prefill_ms = result->prefill_seconds * 1000;
   log.finish_reason = result->finish_reason;
   if (result->finish_reason == "cancelled")
     return send_error(res, flavor, {ErrorKind::kUnavailable, "the request was cancelled: the server is shutting down", {}}, log);
   ParsedMessage message;
-  if (parser_options) {
-    std::vector<ParserEvent> events = parser->feed(result->text);
-    (void)events;
+  if (parser) {
+    (void)parser->feed(result->text);  // the events matter to streams only; the message sums them up
     (void)parser->finish();
     message = parser->message();
   } else {
@@ -439,6 +440,7 @@ bool HttpServer::Impl::StreamSession::pump(httplib::DataSink& sink) {
       if (result.is_ok()) {
         log.cached_tokens = result->cached_tokens;
         log.generated_tokens = static_cast<int>(result->tokens.size());
+        log.prefill_ms = result->prefill_seconds * 1000;
       }
     }
     if (out.empty()) out = writer->heartbeat();
@@ -653,15 +655,28 @@ Status HttpServer::bind() {
 int HttpServer::port() const { return impl_->bound_port; }
 
 Status HttpServer::run() {
-  if (impl_->bound_port < 0) HELIUM_RETURN_IF_ERROR(bind());
-  if (impl_->stopping) return Status::ok();
-  if (!impl_->http.listen_after_bind() && !impl_->stopping) return Status::error("the HTTP listener failed");
+  Impl& s = *impl_;
+  if (s.bound_port < 0) HELIUM_RETURN_IF_ERROR(bind());
+  // Paired with stop(): either stop() sees listening set and waits for the listener to run before
+  // stopping it, or this sees stopping set and does not start.
+  s.listening = true;
+  if (s.stopping) {
+    s.listening = false;
+    return Status::ok();
+  }
+  const bool served = s.http.listen_after_bind();
+  s.listening = false;
+  if (!served && !s.stopping) return Status::error("the HTTP listener failed");
   return Status::ok();
 }
 
 void HttpServer::stop() {
   Impl& s = *impl_;
-  if (s.stopping.exchange(true)) {
+  const bool again = s.stopping.exchange(true);
+  // run() may be entering the listener on another thread: wait until it runs, or httplib's stop() would
+  // find nothing to stop and the listener would start afterwards.
+  while (s.listening && !s.http.is_running()) std::this_thread::yield();
+  if (again) {
     s.http.stop();
     return;
   }

@@ -48,7 +48,7 @@ class FieldReader {
   Result<std::optional<bool>> boolean(std::string_view key) const;
   Result<std::optional<double>> number(std::string_view key, double min, double max) const;
   Result<std::optional<int64_t>> integer(std::string_view key, int64_t min, int64_t max) const;
-  // An object or array field; `what` is "an object" or "an array" for the message.
+  // An object or array field (nullptr when absent).
   Result<const Json*> object(std::string_view key) const;
   Result<const Json*> array(std::string_view key) const;
 

@@ -66,6 +66,9 @@ std::string prometheus_metrics(const SchedulerStats& s, const HttpCounters& http
          s.prefill_seconds > 0 ? computed / s.prefill_seconds : 0.0);
   metric(out, "helium_prompt_cache_hit_ratio", "gauge", "Share of prompt tokens served from the prompt cache.",
          s.prompt_tokens > 0 ? static_cast<double>(s.cached_prompt_tokens) / static_cast<double>(s.prompt_tokens) : 0.0);
+  metric(out, "helium_decode_steps_total", "counter", "Batched decode forwards.", static_cast<double>(s.decode_steps));
+  metric(out, "helium_decode_batch_rows_mean", "gauge", "Generations per decode forward, on average since start.",
+         s.decode_steps > 0 ? static_cast<double>(s.decode_step_rows) / static_cast<double>(s.decode_steps) : 0.0);
   metric(out, "helium_queue_depth", "gauge", "Requests waiting for the engine.", static_cast<double>(s.queue_depth));
   metric(out, "helium_requests_running", "gauge", "Requests the engine is running.", static_cast<double>(s.running));
   metric(out, "helium_context_tokens", "gauge", "KV positions per sequence (the served context).",

@@ -139,7 +139,7 @@ TEST(ResponsesAdapter, StatelessRequestsOnly) {
   EXPECT_EQ(probe->conversation.messages.size(), 1u);
 }
 
-TEST(PromptRenderer, DefaultModelChatMLExactly) {
+TEST(ServerPromptRenderer, DefaultModelChatMLExactly) {
   PromptRenderer renderer(default_served_model());
   ASSERT_TRUE(renderer.has_template()) << renderer.template_error();
   Conversation c;
@@ -162,7 +162,7 @@ TEST(PromptRenderer, DefaultModelChatMLExactly) {
   EXPECT_TRUE(prefilled->text.ends_with("<|im_start|>assistant\ndef f(")) << prefilled->text;
 }
 
-TEST(PromptRenderer, NoTemplateRefusesChatWithTheReason) {
+TEST(ServerPromptRenderer, NoTemplateRefusesChatWithTheReason) {
   ServedModel model = default_served_model();
   model.chat_template.clear();
   PromptRenderer renderer(model);
@@ -175,7 +175,7 @@ TEST(PromptRenderer, NoTemplateRefusesChatWithTheReason) {
   EXPECT_NE(rendered.error_message().find("/v1/completions"), std::string::npos);
 }
 
-TEST(PromptRenderer, Qwen3ToolsAndToolCallsReachTheTemplateAsObjects) {
+TEST(ServerPromptRenderer, Qwen3ToolsAndToolCallsReachTheTemplateAsObjects) {
   if (!std::filesystem::exists(qwen3_tokenizer_dir() + "/tokenizer.json"))
     GTEST_SKIP() << "the Qwen3 tokenizer is missing (" << qwen3_tokenizer_dir() << "); run scripts/install-deps";
   auto tokenizer = Tokenizer::from_dir(qwen3_tokenizer_dir());
@@ -250,7 +250,7 @@ std::vector<Json> sse_data(const std::string& stream) {
   return out;
 }
 
-TEST(StreamWriters, AnthropicToolUseWithoutArgumentsStillGetsAnInputDelta) {
+TEST(ServerStreamWriters, AnthropicToolUseWithoutArgumentsStillGetsAnInputDelta) {
   auto adapter = make_anthropic_messages_adapter();
   ParsedRequest request;
   Completion completion;
@@ -280,7 +280,7 @@ TEST(StreamWriters, AnthropicToolUseWithoutArgumentsStillGetsAnInputDelta) {
   EXPECT_EQ(data[9]["usage"]["output_tokens"], 7);
 }
 
-TEST(StreamWriters, ChatToolCallDeltasCarryIdAndNameOnce) {
+TEST(ServerStreamWriters, ChatToolCallDeltasCarryIdAndNameOnce) {
   auto adapter = make_openai_chat_adapter();
   ParsedRequest request;
   request.include_usage = true;
@@ -323,7 +323,7 @@ namespace helium::server::testing {
 namespace {
 
 // The HTTP threads render prompts and parse outputs concurrently: the results must not depend on it.
-TEST(Concurrency, RenderingAndParsingFromManyThreads) {
+TEST(ServerConcurrency, RenderingAndParsingFromManyThreads) {
   ServedModel model = default_served_model();
   PromptRenderer renderer(model);
   ASSERT_TRUE(renderer.has_template());

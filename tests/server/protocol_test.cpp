@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <latch>
 #include <sstream>
 #include <thread>
 
@@ -115,7 +116,7 @@ std::string raw_request(const std::string& path, const std::string& body) {
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
-TEST(BadInput, InvalidJsonGets400InTheRoutesShape) {
+TEST(ServerBadInput, InvalidJsonGets400InTheRoutesShape) {
   EngineServer server;
   ASSERT_TRUE(server.ok());
   expect_openai_error(post(server.port(), kChatPath, "{not json"), 400, "not valid JSON");
@@ -125,7 +126,7 @@ TEST(BadInput, InvalidJsonGets400InTheRoutesShape) {
   expect_alive(server.port());
 }
 
-TEST(BadInput, WrongTypesAndMissingFieldsNameTheField) {
+TEST(ServerBadInput, WrongTypesAndMissingFieldsNameTheField) {
   EngineServer server;
   ASSERT_TRUE(server.ok());
   const Json user = {{{"role", "user"}, {"content", "hi"}}};
@@ -179,7 +180,7 @@ TEST(BadInput, WrongTypesAndMissingFieldsNameTheField) {
   expect_alive(server.port());
 }
 
-TEST(BadInput, UnknownFieldsAreIgnored) {
+TEST(ServerBadInput, UnknownFieldsAreIgnored) {
   EngineServer server;
   ASSERT_TRUE(server.ok());
   const Json body = {{"model", "whatever"},
@@ -200,7 +201,7 @@ TEST(BadInput, UnknownFieldsAreIgnored) {
   EXPECT_EQ(reply.status, 200) << reply.body;
 }
 
-TEST(BadInput, InvalidUtf8IsRefusedWithAClearMessage) {
+TEST(ServerBadInput, InvalidUtf8IsRefusedWithAClearMessage) {
   EngineServer server;
   ASSERT_TRUE(server.ok());
   const std::string body = std::string(R"({"messages":[{"role":"user","content":"bad )") + "\xff\xfe" + R"( bytes"}],"max_tokens":2})";
@@ -211,7 +212,7 @@ TEST(BadInput, InvalidUtf8IsRefusedWithAClearMessage) {
   expect_alive(server.port());
 }
 
-TEST(BadInput, OversizeBodyGets413) {
+TEST(ServerBadInput, OversizeBodyGets413) {
   ServerOptions options;
   options.max_body_bytes = 64 * 1024;
   EngineServer server(options);
@@ -225,7 +226,7 @@ TEST(BadInput, OversizeBodyGets413) {
   expect_alive(server.port());
 }
 
-TEST(Routes, UnknownRoutesGet404InTheirShape) {
+TEST(ServerRoutes, UnknownRoutesGet404InTheirShape) {
   EngineServer server;
   ASSERT_TRUE(server.ok());
   const HttpReply missing = get(server.port(), "/v2/nothing");
@@ -239,7 +240,7 @@ TEST(Routes, UnknownRoutesGet404InTheirShape) {
   EXPECT_EQ(head->status, 200);
 }
 
-TEST(Auth, ApiKeyGuardsEveryRouteButHealth) {
+TEST(ServerAuth, ApiKeyGuardsEveryRouteButHealth) {
   ServerOptions options;
   options.api_key = "sekret";
   EngineServer server(options);
@@ -258,7 +259,7 @@ TEST(Auth, ApiKeyGuardsEveryRouteButHealth) {
   EXPECT_EQ(get(server.port(), "/v1/models", {{"Authorization", "Bearer sekret"}}).status, 200);
 }
 
-TEST(Streaming, ClientDisconnectCancelsTheGeneration) {
+TEST(ServerStreaming, ClientDisconnectCancelsTheGeneration) {
   EngineServer server;
   ASSERT_TRUE(server.ok());
   const int max_tokens = 1800;
@@ -289,7 +290,7 @@ TEST(Streaming, ClientDisconnectCancelsTheGeneration) {
   expect_alive(server.port());
 }
 
-TEST(Streaming, FiftyConcurrentStreamsEachGetTheirOwnTokens) {
+TEST(ServerStreaming, FiftyConcurrentStreamsEachGetTheirOwnTokens) {
   EngineServer server;
   ASSERT_TRUE(server.ok());
   constexpr int kClients = 50;
@@ -323,21 +324,27 @@ TEST(Streaming, FiftyConcurrentStreamsEachGetTheirOwnTokens) {
   EXPECT_EQ(get(server.port(), "/health").status, 200);
 }
 
-TEST(Streaming, AFullQueueRefusesWith429) {
+TEST(ServerStreaming, AFullQueueRefusesWith429) {
   SchedulerOptions scheduler_options;
+  scheduler_options.max_batch = 1;  // one running, one waiting: the rest of a burst is refused
   scheduler_options.max_queued = 1;
   EngineServer server({}, scheduler_options);
   ASSERT_TRUE(server.ok());
   constexpr int kClients = 8;
   std::vector<HttpReply> replies(kClients);
   std::vector<std::thread> clients;
+  std::latch start(kClients);  // all at once, so that the burst meets a busy engine even on a loaded machine
   for (int i = 0; i < kClients; ++i) {
     clients.emplace_back([&, i] {
-      replies[i] = post(server.port(), kChatPath,
-                        chat_body("def g" + std::to_string(i) + "():", 200, {{"logit_bias", no_eos_bias()}}));
+      const std::string body = chat_body("def g" + std::to_string(i) + "():", 400, {{"logit_bias", no_eos_bias()}});
+      start.arrive_and_wait();
+      replies[i] = post(server.port(), kChatPath, body);
     });
   }
   for (auto& t : clients) t.join();
+  std::string statuses;
+  for (const HttpReply& r : replies) statuses += std::to_string(r.status) + " ";
+  SCOPED_TRACE("statuses: " + statuses);
   int ok = 0, refused = 0;
   for (const HttpReply& r : replies) {
     if (r.status == 200) {
@@ -349,13 +356,13 @@ TEST(Streaming, AFullQueueRefusesWith429) {
       EXPECT_TRUE(retry != r.headers.end() && retry->second == "1");
     }
   }
-  EXPECT_GE(ok, 2);
+  EXPECT_GE(ok, 1);  // the first; a second fits only if the engine took the first out of the queue in time
   EXPECT_GE(refused, 1);
   EXPECT_EQ(ok + refused, kClients);
   expect_alive(server.port());
 }
 
-TEST(Context, APromptTooLongForTheContextGets400NamingTheSizes) {
+TEST(ServerContext, APromptTooLongForTheContextGets400NamingTheSizes) {
   EngineServer server({}, {}, /*context=*/256);
   ASSERT_TRUE(server.ok());
   std::string long_text;
@@ -370,7 +377,7 @@ TEST(Context, APromptTooLongForTheContextGets400NamingTheSizes) {
                          400, "invalid_request_error", "256");
 }
 
-TEST(Context, WithoutMaxTokensTheRoomLeftIsUsed) {
+TEST(ServerContext, WithoutMaxTokensTheRoomLeftIsUsed) {
   EngineServer server({}, {}, /*context=*/256);
   ASSERT_TRUE(server.ok());
   const Json body = {{"prompt", "def main():"}, {"logit_bias", no_eos_bias()}, {"max_tokens", nullptr}};
@@ -386,7 +393,7 @@ TEST(Context, WithoutMaxTokensTheRoomLeftIsUsed) {
   EXPECT_EQ(reply.json()["choices"][0]["finish_reason"], "length");
 }
 
-TEST(Context, ClampMaxTokensGeneratesToTheEndOfTheContext) {
+TEST(ServerContext, ClampMaxTokensGeneratesToTheEndOfTheContext) {
   ServerOptions options;
   options.clamp_max_tokens = true;
   EngineServer server(options, {}, /*context=*/256);
@@ -399,7 +406,7 @@ TEST(Context, ClampMaxTokensGeneratesToTheEndOfTheContext) {
 
 // The acceptance criterion for agents: a second turn that extends the first is served (>= 90% of its
 // prompt) from the prompt cache, reported in usage, through each API.
-TEST(PromptCache, ASecondTurnIsServedFromTheCache) {
+TEST(ServerPromptCache, ASecondTurnIsServedFromTheCache) {
   EngineServer server;
   ASSERT_TRUE(server.ok());
   std::string context_text = "Here is the module we are working on:\n";
@@ -438,7 +445,7 @@ TEST(PromptCache, ASecondTurnIsServedFromTheCache) {
   EXPECT_GE(u2["input_tokens_details"]["cached_tokens"].get<int>() * 10, u2["input_tokens"].get<int>() * 9) << u2.dump();
 }
 
-TEST(Observability, OneJsonLogLinePerRequest) {
+TEST(ServerObservability, OneJsonLogLinePerRequest) {
   const std::string path = (std::filesystem::temp_directory_path() / ("helium_server_log_" + std::to_string(::getpid()) + ".jsonl")).string();
   FILE* log = std::fopen(path.c_str(), "w");
   ASSERT_NE(log, nullptr);
@@ -480,7 +487,7 @@ TEST(Observability, OneJsonLogLinePerRequest) {
   EXPECT_EQ(lines[3]["status"], 404);
 }
 
-TEST(Observability, MetricsHealthAndModels) {
+TEST(ServerObservability, MetricsHealthAndModels) {
   EngineServer server;
   ASSERT_TRUE(server.ok());
   ASSERT_EQ(post(server.port(), kChatPath, chat_body("def f():", 3)).status, 200);
@@ -507,7 +514,7 @@ TEST(Observability, MetricsHealthAndModels) {
   EXPECT_EQ(anthropic["first_id"], "helium-code-12m");
 }
 
-TEST(Shutdown, StopEndsStreamsAndRefusesNewRequests) {
+TEST(ServerShutdown, StopEndsStreamsAndRefusesNewRequests) {
   EngineServer server;
   ASSERT_TRUE(server.ok());
   const Json body = {{"prompt", "def main():"}, {"max_tokens", 1800}, {"stream", true}, {"logit_bias", no_eos_bias()}};

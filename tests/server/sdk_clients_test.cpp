@@ -43,21 +43,21 @@ std::string scripted_output(const std::string& prompt) {
   return "Hello from the script.";
 }
 
-TEST(SdkClients, OpenAISdkOnTheDefaultModel) {
+TEST(ServerSdkClients, OpenAISdkOnTheDefaultModel) {
   if (auto available = node_sdks_available(); !available) GTEST_SKIP() << available.message();
   EngineServer server;
   ASSERT_TRUE(server.ok());
   expect_script_passes("openai_sdk.mjs", server.url(), "helium-code-12m");
 }
 
-TEST(SdkClients, AnthropicSdkOnTheDefaultModel) {
+TEST(ServerSdkClients, AnthropicSdkOnTheDefaultModel) {
   if (auto available = node_sdks_available(); !available) GTEST_SKIP() << available.message();
   EngineServer server;
   ASSERT_TRUE(server.ok());
   expect_script_passes("anthropic_sdk.mjs", server.url(), "helium-code-12m");
 }
 
-TEST(SdkClients, ToolCallsAndReasoningOnAScriptedEngine) {
+TEST(ServerSdkClients, ToolCallsAndReasoningOnAScriptedEngine) {
   if (auto available = node_sdks_available(); !available) GTEST_SKIP() << available.message();
   if (!std::filesystem::exists(qwen3_tokenizer_dir() + "/tokenizer.json"))
     GTEST_SKIP() << "the Qwen3 tokenizer is missing (" << qwen3_tokenizer_dir() << "); run scripts/install-deps";
