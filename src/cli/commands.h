@@ -67,6 +67,7 @@ struct TuneOptions {
 
 struct ServeOptions {
   std::string model;
+  bool offline = false;  // never touch the network (also HF_HUB_OFFLINE=1)
   std::string alias;
   std::string host = "127.0.0.1";
   int port = 8080;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -77,8 +78,11 @@ class StopSignalWatcher {
 void add_serve_command(CLI::App& app, ServeOptions& o) {
   CLI::App* serve = app.add_subcommand(
       "serve", "Serve a model over OpenAI- and Anthropic-compatible HTTP APIs (for Claude Code, Codex, OpenCode, pi)");
-  serve->add_option("-m,--model", o.model, "Model directory (config.json, weights, tokenizer.json); default: the embedded model");
-  serve->add_option("--alias", o.alias, "The model name clients see (default: the model directory's name)");
+  serve->add_option("-m,--model", o.model,
+                    "Catalog name, Hugging Face repo[@revision] or model directory; default: the embedded model");
+  serve->add_flag("--offline", o.offline, "Never touch the network: use the Hugging Face cache only (also HF_HUB_OFFLINE=1)");
+  serve->add_option("--alias", o.alias,
+                    "The model name clients see (default: the --model name, or the model directory's name)");
   serve->add_option("--host", o.host, "Address to listen on (default 127.0.0.1: this machine only)");
   serve->add_option("--port", o.port, "Port to listen on (0: any free port)")->check(CLI::Range(0, 65535));
   serve->add_option("--api-key", o.api_key,
@@ -114,8 +118,16 @@ int serve_command(const ServeOptions& o) {
   eo.context = o.context;
   eo.prompt_cache_sequences = o.prompt_cache_sequences;
   eo.load_format = o.load_format == "dummy" ? LoadFormat::Dummy : LoadFormat::Weights;
-  const std::string model_dir = o.model.empty() ? default_model_path() : o.model;
-  auto engine = Engine::load(model_dir, eo);
+  auto resolved = resolve_model_for_cli(o.model.empty() ? default_model_path() : o.model, o.offline);
+  if (!resolved.is_ok()) {
+    std::cerr << "helium: " << resolved.error_message() << "\n";
+    return 1;
+  }
+  // A model named by catalog name or repo is served under that name (its directory in the Hugging Face
+  // cache is a commit hash); a directory is served under its own name.
+  std::string served_name = o.alias;
+  if (served_name.empty() && !o.model.empty() && !std::filesystem::is_directory(o.model)) served_name = o.model;
+  auto engine = Engine::load(resolved->dir, eo);
   if (!engine.is_ok()) {
     std::cerr << "helium: " << engine.error_message() << "\n";
     return 1;
@@ -138,7 +150,7 @@ int serve_command(const ServeOptions& o) {
   so.http_threads = o.http_threads;
   so.default_max_tokens = o.default_max_tokens;
   so.clamp_max_tokens = o.clamp_max_tokens;
-  server::HttpServer server(server::describe_engine_model(e, o.alias), queue, so);
+  server::HttpServer server(server::describe_engine_model(e, served_name), queue, so);
   if (!server.chat_template_error().empty())
     std::cerr << "helium: warning: " << server.chat_template_error()
               << "; /v1/chat/completions, /v1/responses and /v1/messages will refuse requests\n";
