@@ -77,6 +77,7 @@ struct ServeOptions {
   int threads = 0;
   double max_body_mb = 32;
   size_t max_queued = 256;
+  int max_batch = 16;
   int http_threads = 128;
   int64_t default_max_tokens = 4096;
   bool clamp_max_tokens = false;

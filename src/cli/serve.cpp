@@ -95,6 +95,8 @@ void add_serve_command(CLI::App& app, ServeOptions& o) {
   serve->add_option("--max-body-mb", o.max_body_mb, "Largest request body accepted, in MiB")->check(CLI::PositiveNumber);
   serve->add_option("--max-queued", o.max_queued, "Requests that may wait for the engine before new ones get 429")
       ->check(CLI::PositiveNumber);
+  serve->add_option("--max-batch", o.max_batch, "Requests that decode together (continuous batching; capped by the engine)")
+      ->check(CLI::PositiveNumber);
   serve->add_option("--http-threads", o.http_threads, "Connections served at once")->check(CLI::PositiveNumber);
   serve->add_option("--default-max-tokens", o.default_max_tokens,
                     "Output limit for requests that name none (also capped by the room left in the context)")
@@ -137,6 +139,7 @@ int serve_command(const ServeOptions& o) {
 
   SchedulerOptions scheduler_options;
   scheduler_options.max_queued = o.max_queued;
+  scheduler_options.max_batch = o.max_batch;
   Scheduler scheduler(e, scheduler_options);
   const int batch = std::min(scheduler_options.max_batch, e.max_batch());
   server::SchedulerQueue queue(scheduler, "continuous batching: up to " + std::to_string(batch) +
