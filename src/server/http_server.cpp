@@ -225,7 +225,8 @@ std::variant<int64_t, ApiError> HttpServer::Impl::token_budget(const ParsedReque
     return ApiError::invalid_request("the prompt (" + std::to_string(prompt) + " tokens) plus the requested maximum of " +
                                          std::to_string(wanted) + " output tokens exceeds the context of " +
                                          std::to_string(context) + " tokens: at most " + std::to_string(room) +
-                                         " output tokens fit",
+                                         " output tokens fit (a larger --ctx-size, or `helium serve "
+                                         "--clamp-max-tokens` to generate up to the end of the context instead)",
                                      "context_length_exceeded");
   }
   return std::min(request.default_max_tokens.value_or(options.default_max_tokens), room);
