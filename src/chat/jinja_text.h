@@ -4,6 +4,8 @@
 // Owns: these byte-level helpers. Must not: know templates, values or the AST.
 #pragma once
 
+#include "core/utf8.h"
+
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -15,7 +17,7 @@ namespace helium::jinja {
 char32_t next_code_point(std::string_view text, size_t& pos);
 // Length in bytes of the UTF-8 sequence starting with `lead` (1 for an invalid lead byte).
 size_t utf8_sequence_length(unsigned char lead);
-void append_utf8(std::string& out, char32_t cp);
+using helium::append_utf8;
 // Number of code points (invalid bytes count one each).
 size_t code_point_count(std::string_view text);
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "backend/counting_backend.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "engine/memory_plan.h"
@@ -18,42 +19,6 @@
 #endif
 
 namespace helium::cli {
-namespace {
-
-// A backend that only counts: `info` plans the model without allocating or reading weight data.
-class CountingBackend final : public Backend {
- public:
-  size_t allocated = 0;
-  std::string name() const override { return "plan"; }
-  Result<std::shared_ptr<DeviceBuffer>> allocate(size_t bytes) override {
-    allocated += bytes;
-    struct Nothing final : DeviceBuffer {
-      size_t n;
-      explicit Nothing(size_t b) : n(b) {}
-      void* data() override { return nullptr; }
-      size_t bytes() const override { return n; }
-    };
-    return std::shared_ptr<DeviceBuffer>(std::make_shared<Nothing>(bytes));
-  }
-  Result<Tensor> import_weight(const Tensor& host) override { return host; }
-  void copy_to_device(Tensor, const void*) override {}
-  void copy_to_host(void*, const Tensor&) override {}
-  void synchronize() override {}
-  void embedding(const Tensor&, const Tensor&, Tensor) override {}
-  void matmul(const Tensor&, const Tensor&, const Tensor&, Tensor) override {}
-  void rms_norm(const Tensor&, const Tensor&, float, bool, Tensor) override {}
-  void rope(Tensor, int, const Tensor&, const Tensor&, const RopeParams&) override {}
-  void kv_write(const Tensor&, const Tensor&, const Tensor&, Tensor, Tensor) override {}
-  void attention(const Tensor&, const Tensor&, const Tensor&, const AttentionShape&, const AttentionLayout&,
-                 Tensor) override {}
-  void swiglu(const Tensor&, const Tensor&, Tensor) override {}
-  void add(const Tensor&, const Tensor&, Tensor) override {}
-  void gather_rows(const Tensor&, const Tensor&, Tensor) override {}
-  void copy_rows(Tensor, const Tensor&, const Tensor&) override {}
-  void fill_random(Tensor, uint64_t, float, float) override {}
-};
-
-}  // namespace
 
 void add_info_command(CLI::App& app, InfoOptions& o) {
   CLI::App* info =

@@ -3,6 +3,8 @@
 // normalization forms and lowercasing. Must not: know tokenizer.json or any tokenizer component.
 #pragma once
 
+#include "core/utf8.h"
+
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -35,7 +37,7 @@ char32_t decode_next(std::string_view text, size_t& pos);
 size_t char_start_before(std::string_view text, size_t end);
 // The code point ending just before `end` (> 0) in valid UTF-8.
 char32_t decode_before(std::string_view text, size_t end);
-void append_utf8(std::string& out, char32_t cp);
+using helium::append_utf8;
 
 // Unicode White_Space (what Oniguruma's and Rust's `\s` and char::is_whitespace match). Unlike PCRE2's
 // `\s` it excludes U+180E, and unlike JavaScript's it excludes U+FEFF.

@@ -2,6 +2,7 @@
 // against sums worked out by hand from their config values; refusals that state the sizes and the flags
 // that would help; expert offloading to host RAM and disk; shapes read from real config.json texts agree
 // with the catalog; the engine's own KV and activation sizes reproduced exactly.
+#include "backend/counting_backend.h"
 #include "engine/memory_plan.h"
 
 #include <gtest/gtest.h>
@@ -204,37 +205,6 @@ TEST(MemoryPlan, CpuPlanKeepsEverythingOnTheHost) {
 
 // The plan reproduces the engine's own sizes: KvCache::bytes(), and the activation buffers the dense
 // transformer plans (counted through a backend that allocates nothing).
-class CountingBackend final : public Backend {
- public:
-  size_t allocated = 0;
-  std::string name() const override { return "count"; }
-  Result<std::shared_ptr<DeviceBuffer>> allocate(size_t bytes) override {
-    allocated += bytes;
-    struct Nothing final : DeviceBuffer {
-      size_t n;
-      explicit Nothing(size_t b) : n(b) {}
-      void* data() override { return nullptr; }
-      size_t bytes() const override { return n; }
-    };
-    return std::shared_ptr<DeviceBuffer>(std::make_shared<Nothing>(bytes));
-  }
-  Result<Tensor> import_weight(const Tensor& host) override { return host; }
-  void copy_to_device(Tensor, const void*) override {}
-  void copy_to_host(void*, const Tensor&) override {}
-  void synchronize() override {}
-  void embedding(const Tensor&, const Tensor&, Tensor) override {}
-  void matmul(const Tensor&, const Tensor&, const Tensor&, Tensor) override {}
-  void rms_norm(const Tensor&, const Tensor&, float, bool, Tensor) override {}
-  void rope(Tensor, int, const Tensor&, const Tensor&, const RopeParams&) override {}
-  void kv_write(const Tensor&, const Tensor&, const Tensor&, Tensor, Tensor) override {}
-  void attention(const Tensor&, const Tensor&, const Tensor&, const AttentionShape&, const AttentionLayout&,
-                 Tensor) override {}
-  void swiglu(const Tensor&, const Tensor&, Tensor) override {}
-  void add(const Tensor&, const Tensor&, Tensor) override {}
-  void gather_rows(const Tensor&, const Tensor&, Tensor) override {}
-  void copy_rows(Tensor, const Tensor&, const Tensor&) override {}
-  void fill_random(Tensor, uint64_t, float, float) override {}
-};
 
 TEST(MemoryPlan, ReproducesTheEngineKvAndActivationSizes) {
   const std::string dir = std::string(HELIUM_SOURCE_DIR) + "/models/helium-code-12m";
