@@ -231,7 +231,9 @@ int run(const Options& opt) {
   c.sm_count = prop.multiProcessorCount;
   c.max_rows = kMaxDecodeRows;
   c.max_context = kMaxContext;
-  c.attention_scratch_floats = cuda::attention_scratch_floats(kMaxDecodeRows, kHeads, kHeadDim, kMaxContext);
+  // Room for the most partitions any scheme below makes (64 keys each everywhere).
+  c.attention_scratch_floats =
+      cuda::attention_scratch_floats(kMaxDecodeRows, kHeads, kHeadDim, kMaxContext, 1 << 30, 1 << 30);
   c.attention_scratch = static_cast<float*>(device_alloc(c.attention_scratch_floats * sizeof(float)));
 
   // The ceiling: a device-to-device copy of 1 GiB, bytes read plus bytes written.
@@ -275,6 +277,31 @@ int run(const Options& opt) {
     decode.push_back(r);
   }
 
+  // The partition size at each context (attention_partitions.h picks by key count; here each size is
+  // forced everywhere), 1 row.
+  std::printf("\ndecode attention, 1 row, us per call by keys per partition (forced everywhere):\n");
+  std::printf("  %7s %9s %9s %9s %10s\n", "context", "P=64", "P=128", "P=256", "default P");
+  struct Sweep {
+    int64_t context;
+    double us[3];
+  };
+  std::vector<Sweep> sweep;
+  const int small_end = c.attention_small_end, medium_end = c.attention_medium_end;
+  for (int64_t context : {int64_t{1024}, int64_t{2048}, int64_t{4096}, int64_t{8192}, int64_t{32768}}) {
+    Sweep row{context, {}};
+    const int schemes[3][2] = {{1 << 30, 1 << 30}, {0, 1 << 30}, {0, 0}};
+    for (int i = 0; i < 3; ++i) {
+      c.attention_small_end = schemes[i][0];
+      c.attention_medium_end = schemes[i][1];
+      row.us[i] = time_decode(c, 1, context, static_cast<int32_t>(context), replays).us;
+    }
+    std::printf("  %7lld %9.1f %9.1f %9.1f %10d\n", static_cast<long long>(context), row.us[0], row.us[1], row.us[2],
+                cuda::partition_keys(static_cast<int>(context), small_end, medium_end));
+    sweep.push_back(row);
+  }
+  c.attention_small_end = small_end;
+  c.attention_medium_end = medium_end;
+
   const PrefillResult p = time_prefill(c, 4096, opt.quick ? 3 : 11);
   std::printf("\nprefill attention, 4096 rows (one causal prompt), Qwen3-8B shape, BF16 cache:\n");
   std::printf("  %.3f ms per layer, %.0f TFLOP/s, %.1f ms for %d layers\n", p.ms, p.tflops, p.ms * kLayers, kLayers);
@@ -289,6 +316,10 @@ int run(const Options& opt) {
       j << (i ? ", " : "") << "{\"rows\": " << decode[i].rows << ", \"context\": " << decode[i].context
         << ", \"max_keys\": " << decode[i].max_keys << ", \"us_per_call\": " << decode[i].us
         << ", \"kv_gbps\": " << decode[i].gbps << ", \"fraction_of_copy\": " << decode[i].gbps / copy_gbps << "}";
+    j << "], \"partition_sweep_us\": [";
+    for (size_t i = 0; i < sweep.size(); ++i)
+      j << (i ? ", " : "") << "{\"context\": " << sweep[i].context << ", \"p64\": " << sweep[i].us[0]
+        << ", \"p128\": " << sweep[i].us[1] << ", \"p256\": " << sweep[i].us[2] << "}";
     j << "], \"prefill\": {\"rows\": " << p.rows << ", \"ms_per_layer\": " << p.ms << ", \"tflops\": " << p.tflops
       << ", \"ms_36_layers\": " << p.ms * kLayers << "}}";
     FILE* f = std::fopen(opt.json_path.c_str(), "w");

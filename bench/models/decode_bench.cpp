@@ -7,6 +7,9 @@
 //
 //   helium_bench_decode [--device cpu|cuda] [--config DIR] [--contexts 1024,8192,32768] [--tokens 512]
 //                       [--prefill 4096] [--chunk ROWS] [--runs 3] [--threads N] [--json PATH]
+//                       [--host-argmax 1]
+// Greedy tokens come from the device's argmax (one id copied per step, as the engine does for greedy
+// requests); --host-argmax 1 copies the logits every step and takes the argmax on the host instead.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -76,7 +79,19 @@ struct Runner {
   Model& model;
   KvCache& kv;
   Backend& backend;
+  bool host_argmax;  // copy every step's logits and take the argmax here (--host-argmax), or read the
+                     // device's argmax (Model ForwardOutputs::argmax; what the engine does for greedy)
   std::vector<float> logits;
+  int32_t next = 0;  // the greedy token of the last forward
+
+  Status forward_last(const Batch& b) {
+    if (host_argmax) {
+      HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), logits));
+      next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      return Status::ok();
+    }
+    return model.forward(b, kv.layers(), ForwardOutputs{{}, std::span<int32_t>(&next, 1)});
+  }
 
   // Prefills `n` pseudo-random tokens into a new sequence; returns the sequence.
   Result<int32_t> prefill(int64_t n) {
@@ -89,8 +104,8 @@ struct Runner {
       for (int64_t i = begin; i < end; ++i)
         b.add(static_cast<int32_t>((i * 7919 + 13) % vocab), static_cast<int32_t>(i), seq, i + 1 == n);
       HELIUM_RETURN_IF_ERROR(kv.plan(b));
-      std::span<float> out = end == n ? std::span<float>(logits) : std::span<float>();
-      HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), out));
+      if (end == n) HELIUM_RETURN_IF_ERROR(forward_last(b));
+      else HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), std::span<float>()));
     }
     return seq;
   }
@@ -98,10 +113,9 @@ struct Runner {
   Status decode(int32_t seq, int64_t tokens) {
     for (int64_t i = 0; i < tokens; ++i) {
       Batch b;
-      const int32_t token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      b.add(token, static_cast<int32_t>(kv.length(seq)), seq, true);
+      b.add(next, static_cast<int32_t>(kv.length(seq)), seq, true);
       HELIUM_RETURN_IF_ERROR(kv.plan(b));
-      HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), logits));
+      HELIUM_RETURN_IF_ERROR(forward_last(b));
     }
     return Status::ok();
   }
@@ -112,6 +126,7 @@ int run(int argc, char** argv) {
   std::string contexts_arg;
   int64_t tokens = -1, prefill_tokens = -1;
   int runs = 3, threads = 0, chunk = -1;
+  bool host_argmax = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--device") device = v;
@@ -123,6 +138,7 @@ int run(int argc, char** argv) {
     else if (a == "--threads") threads = std::stoi(v);
     else if (a == "--chunk") chunk = std::stoi(v);
     else if (a == "--json") json_path = v;
+    else if (a == "--host-argmax") host_argmax = v == "1";
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -189,7 +205,7 @@ int run(int argc, char** argv) {
     return 1;
   }
   Model& m = *model.value();
-  Runner runner{m, *kv.value(), *backend, {}};
+  Runner runner{m, *kv.value(), *backend, host_argmax, std::vector<float>(static_cast<size_t>(m.info().vocab_size)), 0};
   const ModelInfo& info = m.info();
   const KvSpec spec = m.kv_spec();
   const WeightInfo* embed = ckpt->weights.find("model.embed_tokens.weight");
@@ -203,7 +219,9 @@ int run(int argc, char** argv) {
   nlohmann::json j = {{"benchmark", "decode"}, {"device", backend->name()}, {"config", config},
                       {"parameters", info.parameters}, {"weight_bytes_per_token", weight_bytes},
                       {"bandwidth_gbps", bandwidth / 1e9}, {"bandwidth_kind", bandwidth_kind},
-                      {"kv_dtype", std::string(dtype_name(kv_dtype))}, {"runs", runs}, {"decode", nlohmann::json::array()}};
+                      {"kv_dtype", std::string(dtype_name(kv_dtype))}, {"runs", runs},
+                      {"greedy_token", host_argmax ? "host argmax of copied logits" : "device argmax"},
+                      {"decode", nlohmann::json::array()}};
 
   for (int64_t context : contexts) {
     std::vector<double> tps;

@@ -169,6 +169,25 @@ class Backend {
   // matmul(x, w, bias, scratch) followed by add(y, scratch, y) gives, which is the default; `scratch`
   // (rows, n) F32 is the caller's buffer for paths that need it (a backend may leave it untouched).
   virtual void matmul_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor scratch, Tensor y);
+  // Fused forms of the sequences a transformer layer runs, for backends that can do them in fewer passes
+  // (the CUDA decode path applies the norm or the activation while it stages x, and writes no copy).
+  // Each is bitwise the unfused sequence named, which is the default implementation.
+  //   rms_norm_matmul_split: rms_norm(x, norm_w, eps, zero_centred) into xn_scratch (rows, k), then
+  //     matmul_split(xn_scratch, w, bias, ys). xn_scratch may be left untouched.
+  virtual void rms_norm_matmul_split(const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
+                                     Tensor xn_scratch, const Tensor& w, const Tensor& bias,
+                                     std::span<const Tensor> ys);
+  //   swiglu_matmul_add: swiglu(gate, up, gate), then matmul_add(gate, w, bias, scratch, y). gate may be
+  //     left holding either its input or the activation.
+  virtual void swiglu_matmul_add(Tensor gate, const Tensor& up, const Tensor& w, const Tensor& bias, Tensor scratch,
+                                 Tensor y);
+  //   qk_norm_rope_kv_write: with q(rows, n_heads · head_dim), k and v(rows, n_kv_heads · head_dim):
+  //     when q_norm/k_norm are given (head_dim weights; both or neither), rms_norm of each head of q and k
+  //     in place; then rope(q), rope(k) in place; then kv_write(k, v, slots, k_cache, v_cache).
+  virtual void qk_norm_rope_kv_write(Tensor q, Tensor k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
+                                     float eps, int n_heads, int n_kv_heads, const Tensor& positions,
+                                     const Tensor& inv_freq, const RopeParams& rope, const Tensor& slots,
+                                     Tensor k_cache, Tensor v_cache);
   // Whether matmul_split() over stacked weights beats separate matmuls here (the model then stacks its
   // q/k/v and gate/up weights at load); a CPU keeps the mmapped weights as they are.
   virtual bool prefers_stacked_projections() const { return false; }
@@ -190,6 +209,11 @@ class Backend {
   virtual void add(const Tensor& a, const Tensor& b, Tensor out) = 0;
   // out(n, dim) = x(rows, dim)[index(n) I32].
   virtual void gather_rows(const Tensor& x, const Tensor& index, Tensor out) = 0;
+  // out(rows) I32 = the index of each row's largest value of x(rows, n) F32, the lowest index among
+  // equal ones; NaN is never larger than anything, and a NaN at index 0 (or a row of NaN) gives 0. This
+  // is exactly the greedy rule of sample_token (sample/sampler.h), so greedy decoding can read one id per
+  // row instead of the logits.
+  virtual void argmax_rows(const Tensor& x, Tensor out) = 0;
   // x[dst[i]] = x[src[i]] for the rows of x (rows, dim), any dtype; src (n) and dst (n) I32, the dst rows
   // distinct and none of them a src row (moves accepted speculation KV into place).
   virtual void copy_rows(Tensor x, const Tensor& src, const Tensor& dst) = 0;

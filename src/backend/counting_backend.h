@@ -38,6 +38,7 @@ class CountingBackend final : public Backend {
   void swiglu(const Tensor&, const Tensor&, Tensor) override {}
   void add(const Tensor&, const Tensor&, Tensor) override {}
   void gather_rows(const Tensor&, const Tensor&, Tensor) override {}
+  void argmax_rows(const Tensor&, Tensor) override {}
   void copy_rows(Tensor, const Tensor&, const Tensor&) override {}
   void fill_random(Tensor, uint64_t, float, float) override {}
 };

@@ -30,4 +30,33 @@ void Backend::matmul_add(const Tensor& x, const Tensor& w, const Tensor& bias, T
   add(y, scratch, y);
 }
 
+void Backend::rms_norm_matmul_split(const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
+                                    Tensor xn_scratch, const Tensor& w, const Tensor& bias,
+                                    std::span<const Tensor> ys) {
+  rms_norm(x, norm_w, eps, zero_centred, xn_scratch);
+  matmul_split(xn_scratch, w, bias, ys);
+}
+
+void Backend::swiglu_matmul_add(Tensor gate, const Tensor& up, const Tensor& w, const Tensor& bias, Tensor scratch,
+                                Tensor y) {
+  swiglu(gate, up, gate);
+  matmul_add(gate, w, bias, scratch, y);
+}
+
+void Backend::qk_norm_rope_kv_write(Tensor q, Tensor k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
+                                    float eps, int n_heads, int n_kv_heads, const Tensor& positions,
+                                    const Tensor& inv_freq, const RopeParams& rope_params, const Tensor& slots,
+                                    Tensor k_cache, Tensor v_cache) {
+  const int64_t rows = positions.numel();
+  if (q_norm.data != nullptr) {  // per head: view (rows, heads · head_dim) as (rows · heads, head_dim)
+    Tensor qh(q.data, DType::F32, {rows * n_heads, rope_params.head_dim});
+    Tensor kh(k.data, DType::F32, {rows * n_kv_heads, rope_params.head_dim});
+    rms_norm(qh, q_norm, eps, false, qh);
+    rms_norm(kh, k_norm, eps, false, kh);
+  }
+  rope(q, n_heads, positions, inv_freq, rope_params);
+  rope(k, n_kv_heads, positions, inv_freq, rope_params);
+  kv_write(k, v, slots, k_cache, v_cache);
+}
+
 }  // namespace helium

@@ -269,9 +269,12 @@ Result<std::unique_ptr<ActiveGeneration>> Engine::begin(const GenerationRequest&
 bool Engine::sample_next(ActiveGeneration& g) {
   const int64_t prompt_len = static_cast<int64_t>(g.request.prompt.size());
   const int64_t position = prompt_len + g.generated;  // where the sampled token goes
-  const double u = philox_uniform(g.request.sampling.seed, static_cast<uint64_t>(position));
-  const int32_t token = sample_token(g.logits, g.request.sampling, g.context_tokens, static_cast<size_t>(g.generated),
-                                     u, g.scratch);
+  int32_t token = g.device_token;
+  g.device_token = -1;
+  if (token < 0) {
+    const double u = philox_uniform(g.request.sampling.seed, static_cast<uint64_t>(position));
+    token = sample_token(g.logits, g.request.sampling, g.context_tokens, static_cast<size_t>(g.generated), u, g.scratch);
+  }
   if (std::find(g.stops.begin(), g.stops.end(), token) != g.stops.end()) {
     g.result.finish_reason = "stop";
     return false;
@@ -309,6 +312,16 @@ Status Engine::step(std::span<ActiveGeneration* const> generations) {
   for (const ActiveGeneration* g : running)
     batch.add(g->context_tokens.back(), static_cast<int32_t>(g->context_tokens.size() - 1), g->seq, true);
   HELIUM_RETURN_IF_ERROR(kv_->plan(batch));
+  // When every generation is plain greedy the device takes the argmax and one id per row comes back
+  // instead of a vocabulary of logits (the same token sample_token would pick from them).
+  const bool all_greedy = std::all_of(running.begin(), running.end(),
+                                      [](const ActiveGeneration* g) { return g->request.sampling.plain_greedy(); });
+  if (all_greedy) {
+    step_argmax_.resize(running.size());
+    HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), ForwardOutputs{{}, step_argmax_}));
+    for (size_t i = 0; i < running.size(); ++i) running[i]->device_token = step_argmax_[i];
+    return Status::ok();
+  }
   step_logits_.resize(running.size() * static_cast<size_t>(vocab));
   HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), step_logits_));
   for (size_t i = 0; i < running.size(); ++i)

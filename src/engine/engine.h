@@ -75,6 +75,8 @@ struct ActiveGeneration {
   std::vector<int32_t> context_tokens;  // prompt + output
   std::vector<int32_t> stops;           // stop token ids (eos unless ignored, + the request's)
   std::vector<float> logits;            // (vocab) of the last position run
+  int32_t device_token = -1;            // plain greedy: the argmax the device took of those logits, which
+                                        // then were not copied (-1: sample from `logits`)
   std::unique_ptr<IncrementalDetokenizer> detok;
   std::unique_ptr<StopStrings> stop_strings;
   size_t emitted = 0;                   // bytes of stop_strings->text() handed to on_token
@@ -153,6 +155,7 @@ class Engine {
   // Samples g's next token and streams it; false when g is finished.
   bool sample_next(ActiveGeneration& g);
   std::vector<float> step_logits_;  // (rows, vocab) of one step
+  std::vector<int32_t> step_argmax_;  // (rows) of one step whose generations are all plain greedy
 
   Checkpoint checkpoint_;
   std::unique_ptr<Backend> backend_;

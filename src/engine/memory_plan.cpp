@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cuda/attention_partitions.h"
 #include "engine/engine.h"
 #include "hub/progress.h"
 
@@ -22,7 +23,6 @@ constexpr int64_t kMaxDecodeRows = 64;   // CUDA decode-path rows
 constexpr int64_t kCudaMaxHeads = 128;   // CudaBackendOptions defaults, kept when a config lacks the sizes
 constexpr int64_t kCudaMaxHeadDim = 256;
 constexpr int64_t kCudaMaxK = 32768;
-constexpr int64_t kCudaPartitionKeys = 256;  // attention.cu kDecodePartitionKeys
 constexpr int64_t kCublasWorkspace = int64_t{32} << 20;
 constexpr int64_t kPinnedStaging = int64_t{64} << 20;
 
@@ -158,7 +158,7 @@ MemoryPlan plan_core(const PlanModel& model, const MemoryPlanOptions& o) {
         model.drafter + ": weights " + gb(weights) + ", KV " + gb(kv) + ", activations " + gb(act);
   }
 
-  // CUDA backend reservations (cuda_backend.cu: attention partials, bf16 prefill copy, cuBLASLt).
+  // CUDA backend reservations (cuda_backend.cu: attention partials, bf16 prefill copy, cuBLASLt, argmax keys).
   int64_t attention_scratch = 0, matmul_scratch = 0;
   if (o.gpu) {
     // engine.cpp sizes these from the model's config (heads, head_dim, widest matmul input).
@@ -167,9 +167,12 @@ MemoryPlan plan_core(const PlanModel& model, const MemoryPlanOptions& o) {
     const int64_t head_dim = sized ? s.attention.head_dim : kCudaMaxHeadDim;
     int64_t max_k = std::max({s.hidden, s.ffn.intermediate, heads * head_dim});
     if (max_k <= 0) max_k = kCudaMaxK;
-    attention_scratch = std::min(rows, kMaxDecodeRows) * heads * ceil_div(o.context, kCudaPartitionKeys) * (head_dim + 2) * 4;
+    const int64_t partitions = cuda::max_partition_count(o.context, cuda::kDefaultPartitionSmallEnd,
+                                                         cuda::kDefaultPartitionMediumEnd);
+    attention_scratch = std::min(rows, kMaxDecodeRows) * heads * partitions * (head_dim + 2) * 4;
     matmul_scratch = rows > kMaxDecodeRows ? round_up(rows * max_k * 2, 256) : 0;
-    plan.backend_scratch_bytes = attention_scratch + matmul_scratch + kCublasWorkspace;
+    const int64_t argmax_keys = std::max<int64_t>(std::max(rows, kMaxDecodeRows) * 8, 256);
+    plan.backend_scratch_bytes = attention_scratch + matmul_scratch + kCublasWorkspace + argmax_keys;
   }
 
   // Items and placement.

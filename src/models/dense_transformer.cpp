@@ -25,7 +25,8 @@ class DenseTransformer final : public Model {
     return {config_.layers, static_cast<int64_t>(config_.n_kv_heads) * config_.head_dim};
   }
   int max_rows() const override { return max_rows_; }
-  Status forward(const Batch& batch, std::span<const LayerKv> kv, std::span<float> logits) override;
+  using Model::forward;
+  Status forward(const Batch& batch, std::span<const LayerKv> kv, const ForwardOutputs& out) override;
 
  private:
   // An activation buffer of (max_rows, cols) of `dtype`, allocated once.
@@ -48,6 +49,7 @@ class DenseTransformer final : public Model {
   Tensor attn_out_;     // (rows, n_heads * head_dim)
   Tensor gate_, up_;    // (rows, intermediate)
   Tensor logits_;       // (min(rows, kMaxLogitRows), vocab)
+  Tensor argmax_;       // (min(rows, kMaxLogitRows)) I32: each logit row's greedy token
   Tensor inv_freq_;     // (rot_dim / 2)
   // Row metadata, I32.
   Tensor tokens_, positions_, write_slots_, row_table_, prefix_lens_, tree_masks_, logit_index_;
@@ -62,11 +64,12 @@ class DenseTransformer final : public Model {
   static constexpr int kMaxGraphRows = 64;
   struct GraphKey {
     int rows, logit_rows;
-    bool tree;
+    bool tree, argmax;
     int32_t max_keys;  // the attention grid's positions
     const void* kv;
     bool operator<(const GraphKey& o) const {
-      return std::tie(rows, logit_rows, tree, max_keys, kv) < std::tie(o.rows, o.logit_rows, o.tree, o.max_keys, o.kv);
+      return std::tie(rows, logit_rows, tree, argmax, max_keys, kv) <
+             std::tie(o.rows, o.logit_rows, o.tree, o.argmax, o.max_keys, o.kv);
     }
   };
   std::map<GraphKey, std::unique_ptr<OpGraph>> graphs_;
@@ -204,6 +207,7 @@ Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t m
   HELIUM_ASSIGN_OR_RETURN(gate_, plan(rows, c.intermediate_size, DType::F32));
   HELIUM_ASSIGN_OR_RETURN(up_, plan(rows, c.intermediate_size, DType::F32));
   HELIUM_ASSIGN_OR_RETURN(logits_, plan(std::min<int64_t>(rows, kMaxLogitRows), c.vocab_size, DType::F32));
+  HELIUM_ASSIGN_OR_RETURN(argmax_, plan(1, std::min<int64_t>(rows, kMaxLogitRows), DType::I32));
   HELIUM_ASSIGN_OR_RETURN(inv_freq_, plan(1, c.rope.rot_dim / 2, DType::F32));
   inv_freq_ = Tensor(inv_freq_.data, DType::F32, {c.rope.rot_dim / 2});
   backend_.copy_to_device(inv_freq_, c.rope.inv_freq.data());
@@ -248,26 +252,20 @@ void DenseTransformer::attention_block(const DenseLayerWeights& w, const LayerKv
   const DenseConfig& c = config_;
   Tensor x = rows_of(x_, rows), xn = rows_of(xn_, rows);
   Tensor q = rows_of(q_, rows), k = rows_of(k_, rows), v = rows_of(v_, rows);
-  backend_.rms_norm(x, w.input_norm, c.rms_norm_eps, false, xn);
   if (w.qkv_proj.rank != 0) {
     const Tensor qkv[] = {q, k, v};
-    backend_.matmul_split(xn, w.qkv_proj, w.qkv_bias, qkv);
+    backend_.rms_norm_matmul_split(x, w.input_norm, c.rms_norm_eps, false, xn, w.qkv_proj, w.qkv_bias, qkv);
   } else {
+    backend_.rms_norm(x, w.input_norm, c.rms_norm_eps, false, xn);
     backend_.matmul(xn, w.q_proj, w.q_bias, q);
     backend_.matmul(xn, w.k_proj, w.k_bias, k);
     backend_.matmul(xn, w.v_proj, w.v_bias, v);
   }
-  if (c.qk_norm) {  // per head: view (rows, heads * head_dim) as (rows * heads, head_dim)
-    Tensor qh(q.data, DType::F32, {int64_t{rows} * c.n_heads, c.head_dim});
-    Tensor kh(k.data, DType::F32, {int64_t{rows} * c.n_kv_heads, c.head_dim});
-    backend_.rms_norm(qh, w.q_norm, c.rms_norm_eps, false, qh);
-    backend_.rms_norm(kh, w.k_norm, c.rms_norm_eps, false, kh);
-  }
+  // Per-head q/k norms (Qwen3), rotary embedding, and K/V into the cache: one fused op.
   RopeParams rope{c.head_dim, c.rope.rot_dim, c.rope.attention_scaling};
-  Tensor positions = vector_of(positions_, rows);
-  backend_.rope(q, c.n_heads, positions, inv_freq_, rope);
-  backend_.rope(k, c.n_kv_heads, positions, inv_freq_, rope);
-  backend_.kv_write(k, v, vector_of(write_slots_, rows), kv.k, kv.v);
+  backend_.qk_norm_rope_kv_write(q, k, v, c.qk_norm ? w.q_norm : Tensor(), c.qk_norm ? w.k_norm : Tensor(),
+                                 c.rms_norm_eps, c.n_heads, c.n_kv_heads, vector_of(positions_, rows), inv_freq_, rope,
+                                 vector_of(write_slots_, rows), kv.k, kv.v);
   AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
   Tensor attn_out = rows_of(attn_out_, rows);
   backend_.attention(q, kv.k, kv.v, shape, layout, attn_out);
@@ -278,19 +276,19 @@ void DenseTransformer::mlp_block(const DenseLayerWeights& w, int rows) {
   const DenseConfig& c = config_;
   Tensor x = rows_of(x_, rows), xn = rows_of(xn_, rows);
   Tensor gate = rows_of(gate_, rows), up = rows_of(up_, rows);
-  backend_.rms_norm(x, w.post_attention_norm, c.rms_norm_eps, false, xn);
   if (w.gate_up_proj.rank != 0) {
     const Tensor gate_up[] = {gate, up};
-    backend_.matmul_split(xn, w.gate_up_proj, w.gate_up_bias, gate_up);
+    backend_.rms_norm_matmul_split(x, w.post_attention_norm, c.rms_norm_eps, false, xn, w.gate_up_proj,
+                                   w.gate_up_bias, gate_up);
   } else {
+    backend_.rms_norm(x, w.post_attention_norm, c.rms_norm_eps, false, xn);
     backend_.matmul(xn, w.gate_proj, w.gate_bias, gate);
     backend_.matmul(xn, w.up_proj, w.up_bias, up);
   }
-  backend_.swiglu(gate, up, gate);
-  backend_.matmul_add(gate, w.down_proj, w.down_bias, xn, x);
+  backend_.swiglu_matmul_add(gate, up, w.down_proj, w.down_bias, xn, x);
 }
 
-Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv, std::span<float> logits) {
+Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv, const ForwardOutputs& out) {
   const DenseConfig& c = config_;
   const int rows = batch.rows();
   if (rows == 0) return Status::ok();
@@ -316,8 +314,11 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
     most_keys = std::max(most_keys, span);
     if (batch.want_logits[r]) logit_rows.push_back(r);
   }
-  if (logits.size() != logit_rows.size() * static_cast<size_t>(c.vocab_size))
+  if (!out.logits.empty() && out.logits.size() != logit_rows.size() * static_cast<size_t>(c.vocab_size))
     return Status::error("logits buffer has the wrong size");
+  if (!out.argmax.empty() && out.argmax.size() != logit_rows.size())
+    return Status::error("argmax buffer has the wrong size");
+  const bool want_argmax = !out.argmax.empty();
   if (logit_rows.size() > static_cast<size_t>(logits_.shape[0]))
     return Status::error(std::to_string(logit_rows.size()) + " rows ask for logits; at most " +
                          std::to_string(logits_.shape[0]) + " may");
@@ -368,11 +369,13 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
     // Only the rows whose logits are wanted go through the final norm and the head.
     Tensor picked = rows_of(xn_, n);
     backend_.gather_rows(rows_of(x_, rows), vector_of(logit_index_, n), picked);
-    backend_.rms_norm(picked, w_.final_norm, c.rms_norm_eps, false, picked);
-    backend_.matmul(picked, w_.lm_head, Tensor(), rows_of(logits_, n));
+    const Tensor logits_out[] = {rows_of(logits_, n)};
+    backend_.rms_norm_matmul_split(picked, w_.final_norm, c.rms_norm_eps, false, picked, w_.lm_head, Tensor(),
+                                   logits_out);
+    if (want_argmax) backend_.argmax_rows(rows_of(logits_, n), vector_of(argmax_, n));
   };
   if (graph) {
-    const GraphKey key{rows, n, !batch.tree_masks.empty(), layout.max_keys, kv[0].k.data};
+    const GraphKey key{rows, n, !batch.tree_masks.empty(), want_argmax, layout.max_keys, kv[0].k.data};
     auto it = graphs_.find(key);
     if (it == graphs_.end()) {
       backend_.begin_capture();
@@ -384,7 +387,8 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
   } else {
     compute();
   }
-  if (n > 0) backend_.copy_to_host(logits.data(), rows_of(logits_, n));
+  if (n > 0 && !out.logits.empty()) backend_.copy_to_host(out.logits.data(), rows_of(logits_, n));
+  if (n > 0 && want_argmax) backend_.copy_to_host(out.argmax.data(), vector_of(argmax_, n));
   backend_.synchronize();
   return Status::ok();
 }

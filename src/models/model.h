@@ -88,15 +88,28 @@ struct ModelOptions {
   bool retune_kernels = false;  // re-time the backend's kernel configurations instead of using its cache
 };
 
+// What forward() hands back for the rows with want_logits, in row order, in host memory; either part may
+// be empty. `argmax` is each row's greedy token (Backend::argmax_rows: the largest logit, lowest id on
+// ties, what sample_token picks for greedy settings), computed where the logits are, so that greedy
+// decoding copies one id per row instead of a vocabulary of floats.
+struct ForwardOutputs {
+  std::span<float> logits;    // logit_rows × vocab_size, or empty
+  std::span<int32_t> argmax;  // logit_rows, or empty
+};
+
 class Model {
  public:
   virtual ~Model() = default;
   virtual const ModelInfo& info() const = 0;
   virtual KvSpec kv_spec() const = 0;
   virtual int max_rows() const = 0;
-  // Runs the batch (rows <= max_rows(), KV layout filled) and writes the logits of the rows with
-  // want_logits, in row order, to `logits` (logit_rows × vocab_size floats, host memory).
-  virtual Status forward(const Batch& batch, std::span<const LayerKv> kv, std::span<float> logits) = 0;
+  // Runs the batch (rows <= max_rows(), KV layout filled) and writes what `out` asks for of the rows with
+  // want_logits.
+  virtual Status forward(const Batch& batch, std::span<const LayerKv> kv, const ForwardOutputs& out) = 0;
+  // The logits alone (logit_rows × vocab_size floats, host memory).
+  Status forward(const Batch& batch, std::span<const LayerKv> kv, std::span<float> logits) {
+    return forward(batch, kv, ForwardOutputs{logits, {}});
+  }
 };
 
 // Builds the model of checkpoint.model_type on `backend` (weights imported, activations planned).

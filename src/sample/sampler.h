@@ -28,6 +28,12 @@ struct SamplingParams {
   uint64_t seed = 0;
 
   bool greedy() const { return temperature <= 0.0f || top_k == 1; }
+  // Greedy on the raw logits (no penalty or bias changes them): the token is their argmax, lowest id on
+  // ties, which a backend can take where the logits are (Backend::argmax_rows).
+  bool plain_greedy() const {
+    return greedy() && repetition_penalty == 1.0f && presence_penalty == 0.0f && frequency_penalty == 0.0f &&
+           logit_bias.empty();
+  }
 };
 
 // Validates the settings against a vocabulary; the message names the bad field.

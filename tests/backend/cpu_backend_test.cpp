@@ -1,9 +1,13 @@
 // CpuBackend itself: ISA names and selection (HELIUM_CPU_ISA), memory, zero-copy weights, and the loud
 // failure of every op on a broken precondition (death tests on the message check.h prints).
+#include <cmath>
 #include <cstdlib>
+#include <limits>
+#include <random>
 #include <vector>
 
 #include "cpu_test_util.h"
+#include "sample/sampler.h"
 
 namespace helium::test {
 namespace {
@@ -89,6 +93,38 @@ TEST(CpuBackendMemory, AllocateIsAlignedAndZeroCopyImport) {
   cpu.copy_to_host(back.data(), Tensor(dst.data(), DType::F32, {3}));
   EXPECT_EQ(back, src);
   EXPECT_NE(cpu.name().find("scalar"), std::string::npos);
+}
+
+// argmax_rows is the sampler's greedy rule (sample_token with greedy settings), ties, NaN and signed
+// zeros included, row by row.
+TEST(CpuArgmaxRows, IsTheSamplersGreedyRule) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<std::vector<float>> rows = {
+      {1, 3, 3, 2},     {nan, 5, 7},  {1, nan, 0.5f}, {-inf, -inf, -inf}, {-0.0f, 0.0f, -1}, {0.0f, -0.0f},
+      {nan, nan, nan},  {-1, inf, inf}, {2},          {-5, -4, nan, -4},  {nan, -inf}};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-8, 8);
+  for (int r = 0; r < 6; ++r) {
+    std::vector<float> row(1000 + 333 * r);
+    for (float& v : row) v = std::round(d(rng) * 4) / 4;  // quarter steps: many ties at the top
+    rows.push_back(row);
+  }
+  CpuBackend cpu(2);
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  SamplerScratch scratch;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::vector<float>& row = rows[i];
+    int32_t got = -1;
+    cpu.argmax_rows(Tensor(row.data(), DType::F32, {1, static_cast<int64_t>(row.size())}), Tensor(&got, DType::I32, {1}));
+    EXPECT_EQ(got, sample_token(row, greedy, {}, 0, 0.5, scratch)) << "row " << i;
+  }
+  // Several rows in one call: each its own answer.
+  std::vector<float> two = {1, 9, 9, 4, 7, 4};
+  int32_t out[2] = {-1, -1};
+  cpu.argmax_rows(Tensor(two.data(), DType::F32, {2, 3}), Tensor(out, DType::I32, {2}));
+  EXPECT_EQ(out[0], 1);
+  EXPECT_EQ(out[1], 1);
 }
 
 // Broken preconditions abort with "<op>: check failed: <condition>" and the shapes. Death tests fork a

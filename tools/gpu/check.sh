@@ -6,13 +6,13 @@
 # Binaries: built here with `tools/gpu/check.sh build` (needs the project's Debian dependencies), or
 # built on a development machine and carried as .gpu-bin/bin.tar.xz (`tools/gpu/check.sh pack` there):
 #   cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHELIUM_CUDA_ARCHS=90a-real
-#   cmake --build build/gpu --target models_test kv_test cuda_matmul_test cuda_attention_test \
+#   cmake --build build/gpu --target models_test kv_test cuda_matmul_test cuda_attention_test cuda_fused_test \
 #     helium_bench_decode helium_bench_cuda_matmul helium_bench_cuda_attention
 set -u
 OUT=${OUT:-/tmp/helium-gpu-out}
 mkdir -p "$OUT"
 BIN=/tmp/helium-gpu-bin
-TARGETS="models_test kv_test cuda_matmul_test cuda_attention_test helium_bench_decode helium_bench_cuda_matmul helium_bench_cuda_attention"
+TARGETS="models_test kv_test cuda_matmul_test cuda_attention_test cuda_fused_test helium_bench_decode helium_bench_cuda_matmul helium_bench_cuda_attention"
 
 case "${1:-run}" in
   pack)  # on the development machine: strip and compress the binaries for `carry`
@@ -44,12 +44,23 @@ run() {  # run NAME TIMEOUT COMMAND...: logs the command, its output and its exi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee -a "$LOG"
 run cuda_matmul_test 150 "$BIN/cuda_matmul_test" --gtest_output=json:"$OUT/tests.json"
 run cuda_attention_test 200 "$BIN/cuda_attention_test" --gtest_brief=1
+run cuda_fused_test 60 "$BIN/cuda_fused_test" --gtest_brief=1
+HELIUM_CUDA_PDL=0 run cuda_fused_test_nopdl 60 "$BIN/cuda_fused_test" --gtest_brief=1
 run models_test 120 "$BIN/models_test" --gtest_brief=1
+HELIUM_CUDA_PDL=0 run models_test_nopdl 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
 run kv_test 30 "$BIN/kv_test" --gtest_brief=1
 run sanitizer 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/models_test" \
   --gtest_filter='*GreedyContinuationMatchesTransformers/cuda_tiny_qwen3*'
 run bench_decode 240 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --json "$OUT/decode.json"
-HELIUM_CUDA_PDL=1 run bench_decode_pdl 120 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --runs 1 --json "$OUT/decode_pdl.json"
+# Comparisons, one run each: programmatic dependent launch off; greedy tokens from copied logits (host).
+HELIUM_CUDA_PDL=0 run bench_decode_nopdl 150 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024,8192,32768 --runs 1 --json "$OUT/decode_nopdl.json"
+run bench_decode_host_argmax 60 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --runs 1 --prefill 0 --host-argmax 1
+# Where a decode step's time goes: every kernel of a short 1K-context decode timed by Nsight Compute
+# (clocks left alone), the last step's 258 kernels (Qwen3-8B: 1 + 36 x 7 + 5) summarised by name.
+run profile 240 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --log-file "$OUT/profile.csv" \
+  "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --tokens 3 --runs 0 --prefill 0
+run profile_summary 30 python3 tools/gpu/kernel_profile.py "$OUT/profile.csv" --kernels-per-step 258 --json "$OUT/profile.json"
+if [ "${CHECK_QUICK:-0}" = 1 ]; then grep -E "^=== .*exit" "$LOG"; exit 0; fi  # the op benchmarks below take 2 min
 run bench_matmul 120 "$BIN/helium_bench_cuda_matmul" --json "$OUT/matmul.json"
 run bench_attention 90 "$BIN/helium_bench_cuda_attention" --json "$OUT/attention.json"
 grep -E "^=== .*exit" "$LOG"

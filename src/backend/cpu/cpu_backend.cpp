@@ -185,6 +185,7 @@ void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
   cpu::swiglu({isa_, &pool_}, gate, up, out);
 }
 void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor out) { cpu::add({isa_, &pool_}, a, b, out); }
+void CpuBackend::argmax_rows(const Tensor& x, Tensor out) { cpu::argmax_rows({isa_, &pool_}, x, out); }
 void CpuBackend::gather_rows(const Tensor& x, const Tensor& index, Tensor out) {
   cpu::gather_rows({isa_, &pool_}, x, index, out);
 }

@@ -37,6 +37,7 @@
 //   copy_rows   x (rows, dim) any dtype; src, dst (n) I32 in [0, rows); dst rows distinct, none a src row.
 //   gather_rows x (rows, dim) any dtype; index (n) I32 with 0 <= index < rows; out (n, dim) of x's dtype,
 //               not overlapping x.
+//   argmax_rows x (rows, n) F32, n >= 1; out (rows) I32.
 #pragma once
 
 #include <memory>
@@ -97,6 +98,7 @@ class CpuBackend final : public Backend {
   void swiglu(const Tensor& gate, const Tensor& up, Tensor out) override;
   void add(const Tensor& a, const Tensor& b, Tensor out) override;
   void gather_rows(const Tensor& x, const Tensor& index, Tensor out) override;
+  void argmax_rows(const Tensor& x, Tensor out) override;
   void copy_rows(Tensor x, const Tensor& src, const Tensor& dst) override;
   void fill_random(Tensor t, uint64_t seed, float offset, float scale) override;
 

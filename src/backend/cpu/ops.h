@@ -28,6 +28,7 @@ void attention(const CpuContext& ctx, const Tensor& q, const Tensor& k_cache, co
 void swiglu(const CpuContext& ctx, const Tensor& gate, const Tensor& up, const Tensor& out);
 void add(const CpuContext& ctx, const Tensor& a, const Tensor& b, const Tensor& out);
 void gather_rows(const CpuContext& ctx, const Tensor& x, const Tensor& index, const Tensor& out);
+void argmax_rows(const CpuContext& ctx, const Tensor& x, const Tensor& out);
 void copy_rows(const CpuContext& ctx, const Tensor& x, const Tensor& src, const Tensor& dst);
 void fill_random(const CpuContext& ctx, const Tensor& t, uint64_t seed, float offset, float scale);
 

@@ -1,8 +1,12 @@
 // backend/cuda/attention.cu — softmax(q kᵀ · scale) v over each row's paged keys (AttentionLayout in
 // backend.h): the op entry (checks), the launchers (which kernel, which grid) and three kernel families.
 //
-//  - Decode / verify (rows <= kMaxDecodeRows): split-KV. A row's keys are cut into partitions of
-//    kDecodePartitionKeys logical positions aligned to position 0 ([0, 256), [256, 512), ...). One block
+//  - Decode / verify (rows <= kMaxDecodeRows): split-KV. A row's keys are cut into partitions of P
+//    logical positions aligned to position 0 ([0, P), [P, 2P), ...), P a function of the row's own key
+//    count (attention_partitions.h: 64 up to Context::attention_small_end keys, 128 up to
+//    attention_medium_end, 256 beyond), so that short contexts still spread over many blocks and long
+//    ones keep few partials.
+//    One block
 //    reduces one partition of one row for one GQA group of query heads into (m, l, acc) partials in
 //    Context::attention_scratch; a merge kernel then combines a row's partitions in increasing order.
 //    Batch and tree invariance (DESIGN.md invariant 2): every sum is taken in an order that depends only on
@@ -33,6 +37,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "backend/cuda/attention_partitions.h"
 #include "backend/cuda/cuda_backend.h"  // kMaxDecodeRows
 #include "backend/cuda/cuda_ops.cuh"
 
@@ -41,10 +46,9 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-// Positions per split-KV partition. 256 keeps 1-row decoding at 8K context at 8 kv heads x 32 partitions
-// = 256 blocks (about two per multiprocessor on a 132-SM H200) while the partials stay small next to the
-// KV they summarise (head_dim + 2 floats per 256 keys).
-constexpr int kDecodePartitionKeys = 256;
+// Positions per split-KV partition: at most kDecodePartitionKeys (shared memory is sized for it), fewer
+// for short rows (partition_keys, attention_partitions.h).
+constexpr int kDecodePartitionKeys = kMaxPartitionKeys;
 constexpr int kDecodeThreads = 128;
 constexpr int kDecodeStages = 4;             // cp.async ring depth of the decode kernel
 constexpr int kDecodeStageBytes = 16 << 10;  // bytes of one ring stage
@@ -72,7 +76,9 @@ struct AttentionArgs {
   int64_t cache_slots;
   int max_keys;      // a row with more keys traps (decode: the grid covers max_keys positions)
   int n_partitions;  // decode: gridDim.x of the partition kernels
+  int small_end, medium_end;  // partition_keys' thresholds (Context)
 };
+
 
 // ---------------------------------------------------------------------------------------------------
 // Row layout: which cache slot holds the key at each logical position of a row.
@@ -273,6 +279,7 @@ template <typename T, int kHeadDim, int kGroup>
 __global__ void __launch_bounds__(kDecodeThreads, 3)
     attention_decode_partition(const AttentionArgs a) {
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+  pdl_launch_dependents();  // the next kernel may start its own independent loads
   using Tr = DecodeTraits<T, kHeadDim, kGroup>;
   extern __shared__ __align__(16) uint8_t smem[];
   T* s_ring = reinterpret_cast<T*>(smem);                               // [stages][chunk keys][head_dim]
@@ -287,9 +294,10 @@ __global__ void __launch_bounds__(kDecodeThreads, 3)
   const int kv_head = blockIdx.y / passes;
   const int head0 = kv_head * a.group + (blockIdx.y % passes) * kGroup;
   const RowKeys rk = row_keys(a, row);
-  const int p0 = part * kDecodePartitionKeys;
+  const int part_keys = partition_keys(rk.n_keys, a.small_end, a.medium_end);
+  const int p0 = part * part_keys;
   if (p0 >= rk.n_keys) return;  // past this row's keys: the grid covers layout.max_keys
-  const int n = min(kDecodePartitionKeys, rk.n_keys - p0);
+  const int n = min(part_keys, rk.n_keys - p0);
   const int tid = threadIdx.x;
   const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * kHeadDim;
   for (int i = tid; i < n; i += kDecodeThreads) s_offset[i] = key_slot(a, rk, p0 + i) * kv_dim + kv_head * kHeadDim;
@@ -495,12 +503,12 @@ __device__ float block_sum(float v, float* red) {
   return r;
 }
 
-// One partition [p0, p0 + 256) of a row for one query head (its query already in s.q): the partition's
+// One partition [p0, p0 + part_keys) of a row for one query head (its query already in s.q): the partition's
 // max score m, l = sum exp(s - m), and acc[j] = sum exp(s - m) v[d] for d = threadIdx.x + j * 128.
 template <typename T>
-__device__ void generic_partition(const AttentionArgs& a, const RowKeys& rk, int kv_head, int p0, GenericSmem& s,
-                                  float& m, float& l, float (&acc)[kGenericDimsPerThread]) {
-  const int n = min(kDecodePartitionKeys, rk.n_keys - p0), d_max = a.head_dim, tid = threadIdx.x;
+__device__ void generic_partition(const AttentionArgs& a, const RowKeys& rk, int kv_head, int p0, int part_keys,
+                                  GenericSmem& s, float& m, float& l, float (&acc)[kGenericDimsPerThread]) {
+  const int n = min(part_keys, rk.n_keys - p0), d_max = a.head_dim, tid = threadIdx.x;
   const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * d_max;
   __syncthreads();  // the previous partition's readers of s.offset / s.score, and s.q's writers
   for (int i = tid; i < n; i += kGenericThreads) s.offset[i] = key_slot(a, rk, p0 + i) * kv_dim + kv_head * d_max;
@@ -547,11 +555,12 @@ __global__ void __launch_bounds__(kGenericThreads) attention_decode_partition_ge
   __shared__ GenericSmem s;
   const int part = blockIdx.x, head = blockIdx.y, row = blockIdx.z;
   const RowKeys rk = row_keys(a, row);
-  const int p0 = part * kDecodePartitionKeys;
+  const int part_keys = partition_keys(rk.n_keys, a.small_end, a.medium_end);
+  const int p0 = part * part_keys;
   if (p0 >= rk.n_keys) return;
   load_query(a, row, head, s.q);
   float m, l, acc[kGenericDimsPerThread];
-  generic_partition<T>(a, rk, head / a.group, p0, s, m, l, acc);
+  generic_partition<T>(a, rk, head / a.group, p0, part_keys, s, m, l, acc);
   const int64_t part_index = (static_cast<int64_t>(row) * a.n_heads + head) * a.n_partitions + part;
 #pragma unroll
   for (int j = 0; j < kGenericDimsPerThread; ++j) {
@@ -573,7 +582,7 @@ __global__ void __launch_bounds__(kGenericThreads) attention_rows_generic(const 
   float run_m = -INFINITY, run_l = 0.0f, run_acc[kGenericDimsPerThread] = {};
   for (int p0 = 0; p0 < rk.n_keys; p0 += kDecodePartitionKeys) {
     float m, l, acc[kGenericDimsPerThread];
-    generic_partition<T>(a, rk, head / a.group, p0, s, m, l, acc);
+    generic_partition<T>(a, rk, head / a.group, p0, kDecodePartitionKeys, s, m, l, acc);
     const float new_m = fmaxf(run_m, m);
     const float old_w = expf(run_m - new_m), new_w = expf(m - new_m);
     run_l = run_l * old_w + l * new_w;
@@ -598,6 +607,7 @@ __global__ void __launch_bounds__(kGenericThreads) attention_rows_generic(const 
 // merge keeps enough loads in flight). Dynamic shared memory: n_partitions + kMergeThreads floats.
 __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const AttentionArgs a) {
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+  pdl_launch_dependents();  // the next kernel may start its own independent loads
   extern __shared__ float s_merge[];
   float* s_w = s_merge;                     // [n_partitions] weights w_p
   float* s_slice = s_merge + a.n_partitions;  // [slices][head_dim] slice sums
@@ -609,7 +619,7 @@ __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const At
     for (int d = tid; d < d_max; d += kMergeThreads) out[d] = 0.0f;
     return;
   }
-  const int parts = (rk.n_keys + kDecodePartitionKeys - 1) / kDecodePartitionKeys;
+  const int parts = partition_count(rk.n_keys, a.small_end, a.medium_end);
   const int64_t base = (static_cast<int64_t>(row) * a.n_heads + head) * a.n_partitions;
   const float2* ml = a.partial_ml + base;
   float m = -INFINITY;  // a max: exact in any order
@@ -1005,14 +1015,18 @@ bool overlaps(const Tensor& a, const Tensor& b) {
   return a0 < b0 + b.bytes() && b0 < a0 + a.bytes();
 }
 
-int64_t decode_partitions(int64_t max_keys) { return (max_keys + kDecodePartitionKeys - 1) / kDecodePartitionKeys; }
+int64_t decode_partitions(int64_t max_keys, int small_end, int medium_end) {
+  return max_partition_count(max_keys, small_end, medium_end);
+}
 
 }  // namespace
 
-size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context) {
+size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context, int small_end,
+                                int medium_end) {
   // Partials of the decode path only: rows <= kMaxDecodeRows, {m, l} + head_dim floats per partition.
   const int64_t rows = std::min(max_rows, kMaxDecodeRows);
-  return static_cast<size_t>(rows * max_heads * decode_partitions(max_context) * (max_head_dim + 2));
+  return static_cast<size_t>(rows * max_heads * decode_partitions(max_context, small_end, medium_end) *
+                             (max_head_dim + 2));
 }
 
 void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -1075,7 +1089,9 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
     // short contexts launch 64 x kv_heads x 128 mostly empty blocks per layer.
     HELIUM_CUDA_REQUIRE(op, layout.max_keys > 0);
     a.max_keys = layout.max_keys;
-    const int64_t parts = decode_partitions(layout.max_keys);
+    a.small_end = c.attention_small_end;
+    a.medium_end = c.attention_medium_end;
+    const int64_t parts = decode_partitions(layout.max_keys, a.small_end, a.medium_end);
     const int64_t partial_floats = rows * shape.n_heads * parts;
     HELIUM_CUDA_REQUIRE(op, c.attention_scratch != nullptr &&
                                 static_cast<size_t>(partial_floats * (shape.head_dim + 2)) <= c.attention_scratch_floats);

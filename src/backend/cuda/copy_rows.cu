@@ -7,6 +7,7 @@ namespace {
 
 __global__ void copy_rows_kernel(uint8_t* x, const int32_t* src, const int32_t* dst, int64_t row_bytes) {
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+  pdl_launch_dependents();
   const int64_t r = blockIdx.y;
   const uint8_t* from = x + src[r] * row_bytes;
   uint8_t* to = x + dst[r] * row_bytes;

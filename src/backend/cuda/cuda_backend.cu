@@ -1,5 +1,7 @@
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -68,6 +70,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&prop, o.device), "cudaGetDeviceProperties"));
   impl->info.name = prop.name;
   impl->info.sm_count = prop.multiProcessorCount;
+  impl->info.l2_bytes = prop.l2CacheSize;
   impl->info.compute_capability = prop.major * 10 + prop.minor;
   impl->info.total_memory = prop.totalGlobalMem;
   cudaDriverGetVersion(&impl->info.driver_version);
@@ -75,10 +78,11 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&impl->ctx.stream, cudaStreamNonBlocking), "stream"));
   if (cublasLtCreate(&impl->ctx.lt) != CUBLAS_STATUS_SUCCESS) return Status::error("CUDA: cublasLtCreate failed");
   impl->ctx.sm_count = prop.multiProcessorCount;
-  // Off unless HELIUM_CUDA_PDL=1: on the H200 it changed nothing measurable (Qwen3-8B shape, 1K context:
-  // 148.6 tok/s with it, 150.2 without, docs/benchmarks.md), the graphs already launch back to back.
+  // On from sm_90 unless HELIUM_CUDA_PDL=0. The decode matmul loads its first weight rounds before it
+  // waits for the previous kernel; with that, the H200 decoded 1.4-1.9% faster at 1K/8K/32K (Qwen3-8B
+  // shape: 161.2 / 152.2 / 126.5 tok/s with it, 158.1 / 150.4 / 124.6 without; docs/benchmarks.md).
   const char* pdl = std::getenv("HELIUM_CUDA_PDL");
-  impl->ctx.pdl = prop.major >= 9 && pdl != nullptr && std::string_view(pdl) == "1";
+  impl->ctx.pdl = prop.major >= 9 && !(pdl != nullptr && std::string_view(pdl) == "0");
   impl->ctx.max_rows = o.max_rows;
   impl->ctx.max_context = o.max_context;
 
@@ -92,9 +96,20 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   };
   HELIUM_ASSIGN_OR_RETURN(m.ctx.lt_workspace, reserve(o.cublas_workspace_bytes, "cuBLASLt workspace"));
   m.ctx.lt_workspace_bytes = o.cublas_workspace_bytes;
-  m.ctx.attention_scratch_floats = cuda::attention_scratch_floats(o.max_rows, o.max_heads, o.max_head_dim, o.max_context);
+  if (const char* parts = std::getenv("HELIUM_CUDA_ATTN_PARTITIONS"); parts != nullptr && *parts) {
+    int small_end = 0, medium_end = 0;
+    if (std::sscanf(parts, "%d,%d", &small_end, &medium_end) != 2 || small_end < 0 || medium_end < small_end)
+      return Status::error("HELIUM_CUDA_ATTN_PARTITIONS must be 'small_end,medium_end' (keys, 0 <= small <= medium)");
+    m.ctx.attention_small_end = small_end;
+    m.ctx.attention_medium_end = medium_end;
+  }
+  m.ctx.attention_scratch_floats = cuda::attention_scratch_floats(o.max_rows, o.max_heads, o.max_head_dim, o.max_context,
+                                                                  m.ctx.attention_small_end, m.ctx.attention_medium_end);
   HELIUM_ASSIGN_OR_RETURN(void* att, reserve(m.ctx.attention_scratch_floats * sizeof(float), "attention scratch"));
   m.ctx.attention_scratch = static_cast<float*>(att);
+  m.ctx.argmax_capacity = std::max(o.max_rows, kMaxDecodeRows);
+  HELIUM_ASSIGN_OR_RETURN(void* keys, reserve(sizeof(unsigned long long) * m.ctx.argmax_capacity, "argmax keys"));
+  m.ctx.argmax_keys = static_cast<unsigned long long*>(keys);
   m.ctx.matmul_scratch_bytes = cuda::matmul_scratch_bytes(o.max_rows, o.max_k);
   if (m.ctx.matmul_scratch_bytes > 0) {
     HELIUM_ASSIGN_OR_RETURN(m.ctx.matmul_scratch, reserve(m.ctx.matmul_scratch_bytes, "matmul scratch"));
@@ -224,6 +239,22 @@ void CudaBackend::matmul_add(const Tensor& x, const Tensor& w, const Tensor& bia
 void CudaBackend::matmul_split(const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) {
   cuda::matmul_split(impl_->ctx, x, w, bias, ys);
 }
+void CudaBackend::rms_norm_matmul_split(const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
+                                        Tensor xn_scratch, const Tensor& w, const Tensor& bias,
+                                        std::span<const Tensor> ys) {
+  cuda::rms_norm_matmul_split(impl_->ctx, x, norm_w, eps, zero_centred, xn_scratch, w, bias, ys);
+}
+void CudaBackend::swiglu_matmul_add(Tensor gate, const Tensor& up, const Tensor& w, const Tensor& bias, Tensor scratch,
+                                    Tensor y) {
+  cuda::swiglu_matmul_add(impl_->ctx, gate, up, w, bias, scratch, y);
+}
+void CudaBackend::qk_norm_rope_kv_write(Tensor q, Tensor k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
+                                        float eps, int n_heads, int n_kv_heads, const Tensor& positions,
+                                        const Tensor& inv_freq, const RopeParams& rope, const Tensor& slots,
+                                        Tensor k_cache, Tensor v_cache) {
+  cuda::qk_norm_rope_kv_write(impl_->ctx, q, k, v, q_norm, k_norm, eps, n_heads, n_kv_heads, positions, inv_freq, rope,
+                              slots, k_cache, v_cache);
+}
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, bool zero_centred, Tensor y) {
   cuda::rms_norm(impl_->ctx, x, w, eps, zero_centred, y);
 }
@@ -242,6 +273,7 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor out) { cuda::add(
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& index, Tensor out) {
   cuda::gather_rows(impl_->ctx, x, index, out);
 }
+void CudaBackend::argmax_rows(const Tensor& x, Tensor out) { cuda::argmax_rows(impl_->ctx, x, out); }
 void CudaBackend::copy_rows(Tensor x, const Tensor& src, const Tensor& dst) { cuda::copy_rows(impl_->ctx, x, src, dst); }
 void CudaBackend::fill_random(Tensor t, uint64_t seed, float offset, float scale) {
   cuda::fill_random(impl_->ctx, t, seed, offset, scale);

@@ -36,6 +36,7 @@ struct CudaBackendOptions {
 struct CudaDeviceInfo {
   std::string name;
   int sm_count = 0;
+  int l2_bytes = 0;
   int compute_capability = 0;  // e.g. 90
   size_t total_memory = 0;
   int driver_version = 0;
@@ -76,6 +77,13 @@ class CudaBackend final : public Backend {
   void matmul_split(const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) override;
   void matmul_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor scratch, Tensor y) override;
   bool prefers_stacked_projections() const override { return true; }
+  void rms_norm_matmul_split(const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred, Tensor xn_scratch,
+                             const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) override;
+  void swiglu_matmul_add(Tensor gate, const Tensor& up, const Tensor& w, const Tensor& bias, Tensor scratch,
+                         Tensor y) override;
+  void qk_norm_rope_kv_write(Tensor q, Tensor k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                             int n_heads, int n_kv_heads, const Tensor& positions, const Tensor& inv_freq,
+                             const RopeParams& rope, const Tensor& slots, Tensor k_cache, Tensor v_cache) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, bool zero_centred, Tensor y) override;
   void rope(Tensor x, int heads, const Tensor& positions, const Tensor& inv_freq, const RopeParams& params) override;
   void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor k_cache, Tensor v_cache) override;
@@ -84,6 +92,7 @@ class CudaBackend final : public Backend {
   void swiglu(const Tensor& gate, const Tensor& up, Tensor out) override;
   void add(const Tensor& a, const Tensor& b, Tensor out) override;
   void gather_rows(const Tensor& x, const Tensor& index, Tensor out) override;
+  void argmax_rows(const Tensor& x, Tensor out) override;
   void copy_rows(Tensor x, const Tensor& src, const Tensor& dst) override;
 
   void fill_random(Tensor t, uint64_t seed, float offset, float scale) override;

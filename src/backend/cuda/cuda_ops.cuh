@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/attention_partitions.h"
 
 // A CUDA call that fails inside an op cannot return a Status (ops are void and asynchronous): it aborts
 // with the call, file and line. Errors at load time are returned as Status by CudaBackend.
@@ -49,14 +50,20 @@ struct Context {
   float* attention_scratch = nullptr;  // split-KV partial results
   size_t attention_scratch_floats = 0;
   void* matmul_scratch = nullptr;  // e.g. bf16 copies of activations for large-M GEMMs
+  unsigned long long* argmax_keys = nullptr;  // argmax_rows' per-row keys
+  int argmax_capacity = 0;                    // rows argmax_keys holds
   size_t matmul_scratch_bytes = 0;
   const MatmulDecodeTable* matmul_decode_table = nullptr;  // tuned decode configs; null: defaults
   int sm_count = 0;
-  // Programmatic dependent launch (sm_90+, with HELIUM_CUDA_PDL=1): each kernel may be scheduled while
+  // Programmatic dependent launch (sm_90+, unless HELIUM_CUDA_PDL=0): each kernel may be scheduled while
   // the one before it drains, and waits in pdl_wait() for its results.
   bool pdl = false;
   int max_rows = 0;
   int64_t max_context = 0;
+  // Decode attention's partition thresholds (attention_partitions.h); HELIUM_CUDA_ATTN_PARTITIONS=a,b
+  // overrides them at backend creation (0,0: 256-key partitions everywhere), for comparisons.
+  int attention_small_end = kDefaultPartitionSmallEnd;
+  int attention_medium_end = kDefaultPartitionMediumEnd;
 };
 
 // Every kernel starts with this: under programmatic dependent launch it blocks until the previous
@@ -101,6 +108,15 @@ void matmul_split(const Context& c, const Tensor& x, const Tensor& w, const Tens
 void matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
                 const Tensor& y);
 void rms_norm(const Context& c, const Tensor& x, const Tensor& w, float eps, bool zero_centred, const Tensor& y);
+// The fused forms of Backend (backend.h): bitwise their unfused sequences.
+void rms_norm_matmul_split(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
+                           const Tensor& xn_scratch, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys);
+void swiglu_matmul_add(const Context& c, const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& bias,
+                       const Tensor& scratch, const Tensor& y);
+void qk_norm_rope_kv_write(const Context& c, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                           const Tensor& k_norm, float eps, int n_heads, int n_kv_heads, const Tensor& positions,
+                           const Tensor& inv_freq, const RopeParams& rope, const Tensor& slots, const Tensor& k_cache,
+                           const Tensor& v_cache);
 void rope(const Context& c, const Tensor& x, int heads, const Tensor& positions, const Tensor& inv_freq,
           const RopeParams& params);
 void kv_write(const Context& c, const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_cache,
@@ -110,24 +126,31 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
 void swiglu(const Context& c, const Tensor& gate, const Tensor& up, const Tensor& out);
 void add(const Context& c, const Tensor& a, const Tensor& b, const Tensor& out);
 void gather_rows(const Context& c, const Tensor& x, const Tensor& index, const Tensor& out);
+void argmax_rows(const Context& c, const Tensor& x, const Tensor& out);
 void copy_rows(const Context& c, const Tensor& x, const Tensor& src, const Tensor& dst);
 void fill_random(const Context& c, const Tensor& t, uint64_t seed, float offset, float scale);
 
 // Scratch the attention kernels need for a configuration; CudaBackend reserves the maximum at creation.
-size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context);
+size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context,
+                                int small_end = kDefaultPartitionSmallEnd, int medium_end = kDefaultPartitionMediumEnd);
 
 // ---- matmul (matmul.cu) ----
 // Bytes of Context::matmul_scratch the prefill path (rows > kMaxDecodeRows) needs: a BF16/F16 copy of x,
 // max_rows · max_k · 2 bytes (0 when max_rows <= kMaxDecodeRows: the decode path needs no scratch).
 size_t matmul_scratch_bytes(int max_rows, int64_t max_k);
 
+// Bumped whenever the decode kernel changes in a way that can change which configuration is fastest
+// or how it is timed (the tuning cache is keyed by it). 2: weights staged through a shared-memory ring of
+// cp.async copies; 3: candidates timed over weight copies larger than the L2 (cold, as in a forward).
+inline constexpr int kMatmulDecodeKernelRevision = 3;
+
 // Launch configuration of the decode kernel (rows 1..kMaxDecodeRows) for one (n, k, w dtype) shape.
 // k_warps alone decides the reduction order (32 · k_warps interleaved slices of k, see matmul.cu), so it
 // decides the rounding of every output; the other fields change speed only. Whatever the row count,
 // one shape runs with one configuration, which is what keeps rows bitwise batch-invariant.
 struct MatmulDecodeConfig {
-  int features_per_lane = 2;  // output features each lane accumulates: 1, 2 or 4
-  int rounds_in_flight = 4;   // rounds of w chunks each lane has loaded ahead of use (prefetch depth)
+  int features_per_lane = 2;  // output features each lane accumulates: 2 or 4
+  int rounds_in_flight = 4;   // rounds of w chunks each lane has in flight (its shared-memory ring's depth)
   int feature_warps = 4;      // warps of a block over different features: 1, 2, 4 or 8
   int k_warps = 1;            // warps of a block splitting k: 1, 2 or 4 (feature_warps · k_warps <= 8)
 };

@@ -23,6 +23,54 @@ __device__ __forceinline__ float load_as_f32(const void* p, int64_t i, DType t) 
   }
 }
 
+// silu(g) · u as torch computes it in f32 (g / (1 + exp(-g)), IEEE division): the swiglu kernel and the
+// decode matmul's fused staging both use this, so the fused and unfused paths give the same bits.
+__device__ __forceinline__ float silu_mul(float g, float u) { return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u); }
+
+// RMSNorm's arithmetic, shared by the rms_norm kernel and every kernel that fuses a norm (the decode matmul's
+// staging, the q/k norm before rope), so fused and unfused give the same bits. Whatever a kernel's block
+// size, the sum of squares of a row is reduced as if by kRmsLanes virtual threads: virtual thread v sums
+// x[v], x[v + kRmsLanes], ... (one fma each, from +0), then the kRmsLanes partials are added pairwise in a
+// fixed tree (v += v + s for s = kRmsLanes/2 ... 1). The scale is rsqrt(sum / dim + eps); y = (x · scale) · w.
+constexpr int kRmsLanes = 256;
+
+__device__ __forceinline__ float rms_partial(const float* x, int64_t dim, int v) {
+  float sum = 0.0f;
+#pragma unroll 8
+  for (int64_t i = v; i < dim; i += kRmsLanes) sum = __fmaf_rn(x[i], x[i], sum);  // loads issued ahead
+  return sum;
+}
+
+// Reduces partial[0 .. kRmsLanes) in place with the threads [0, threads) of a group that `sync` synchronises
+// (a block: __syncthreads; a warp: __syncwarp); every thread of the group must call it. Returns the scale.
+template <class Sync>
+__device__ __forceinline__ float rms_scale_from_partials(float* partial, int tid, int threads, int64_t dim, float eps,
+                                                         Sync sync) {
+  sync();
+  for (int s = kRmsLanes / 2; s > 0; s >>= 1) {
+    for (int v = tid; v < s; v += threads) partial[v] = __fadd_rn(partial[v], partial[v + s]);
+    sync();
+  }
+  return rsqrtf(__fadd_rn(__fdiv_rn(partial[0], static_cast<float>(dim)), eps));
+}
+
+__device__ __forceinline__ float rms_apply(float x, float scale, float w, bool zero_centred) {
+  return __fmul_rn(__fmul_rn(x, scale), zero_centred ? __fadd_rn(1.0f, w) : w);
+}
+
+// NeoX rotary embedding of one pair (a = x[i], b = x[i + rot/2]) by angle pos · inv_freq, cos and sin
+// scaled by `scaling`; explicit roundings, shared by the rope kernel and the fused q/k prologue.
+__device__ __forceinline__ void rope_pair(float& a, float& b, float pos, float inv_freq, float scaling) {
+  float s, c;
+  sincosf(__fmul_rn(pos, inv_freq), &s, &c);
+  c = __fmul_rn(c, scaling);
+  s = __fmul_rn(s, scaling);
+  const float ra = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+  const float rb = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+  a = ra;
+  b = rb;
+}
+
 inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
 }  // namespace helium::cuda

@@ -7,6 +7,7 @@ namespace {
 
 __global__ void embedding_kernel(const void* table, DType dtype, const int32_t* ids, int64_t dim, float* out) {
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+  pdl_launch_dependents();
   const int64_t row = blockIdx.y;
   const int64_t id = ids[row];
   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < dim; i += gridDim.x * blockDim.x)

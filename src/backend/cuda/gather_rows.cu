@@ -7,6 +7,7 @@ namespace {
 
 __global__ void gather_rows_kernel(const uint8_t* x, const int32_t* index, int64_t row_bytes, uint8_t* out) {
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+  pdl_launch_dependents();
   const int64_t r = blockIdx.y, src = index[r];
   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < row_bytes; i += gridDim.x * blockDim.x)
     out[r * row_bytes + i] = x[src * row_bytes + i];

@@ -8,6 +8,7 @@ namespace {
 __global__ void kv_write_kernel(const float* k, const float* v, const int32_t* slots, int64_t kv_dim, void* k_cache,
                                 void* v_cache, bool bf16) {
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+  pdl_launch_dependents();
   const int64_t row = blockIdx.y, slot = slots[row];
   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < kv_dim; i += gridDim.x * blockDim.x) {
     const float kv = k[row * kv_dim + i], vv = v[row * kv_dim + i];

@@ -30,6 +30,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/elementwise.cuh"
 
 namespace helium::cuda {
 namespace {
@@ -120,22 +121,25 @@ struct WeightChunk<float> {
   __device__ static float at(const void* w, int64_t i) { return static_cast<const float*>(w)[i]; }
 };
 
-// w is read once per call and never again soon: keep it out of L1 (x lives in shared memory anyway).
-__device__ __forceinline__ uint4 load_weight_16(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // 16 bytes global -> shared without registers; zero-filled when !valid (src is then never read).
 __device__ __forceinline__ void copy_async_16(void* smem, const void* gmem, bool valid) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   const int src_bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
 }
-__device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void copy_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// What the decode kernel applies to x as it stages it into shared memory (fused ops; arithmetic shared with
+// the unfused kernels through elementwise.cuh, so fused and unfused results are bitwise the same):
+//   kNone     x as it is;
+//   kRmsNorm  rms_norm(x, norm_w, eps, zero_centred), each row's scale computed by every block that
+//             carries the row (a k-length read of x from L2);
+//   kSwiGLU   silu(x) · up, x being the gate projection.
+enum XForm : int { kNone = 0, kRmsNorm = 1, kSwiGLU = 2 };
 
 // Outputs: features [0, n) are cut into `splits` consecutive ranges ending at split_end[i], each written
 // to its own (rows, width_i) tensor y[i] (one split: y[0] is the whole (rows, n) output).
@@ -148,10 +152,17 @@ struct DecodeParams {
   int64_t split_end[Backend::kMaxMatmulSplits];
   int splits;
   bool accumulate;  // y += result (one split): the residual add, the same rounding as a separate add
+  int xform;         // XForm
+  const void* norm_w;  // kRmsNorm: (k) weights of norm_dtype
+  DType norm_dtype;
+  float eps;
+  bool zero_centred;
+  const float* up;  // kSwiGLU: (rows, k)
   int64_t rows, n, k;
   int feature_warps, k_warps;
-  int64_t row_groups;  // ceil(rows / RT)
-  int tile_rounds;     // rounds of chunks per x tile (aligned kernel)
+  int64_t row_groups;     // ceil(rows / RT)
+  int64_t feature_blocks;  // ceil(n / (feature_warps · FT)): items = row_groups · feature_blocks
+  int tile_rounds;         // rounds of chunks per x tile (aligned kernel)
 };
 
 __device__ __forceinline__ void store_output(const DecodeParams& p, int64_t row, int64_t feature, float v) {
@@ -163,18 +174,24 @@ __device__ __forceinline__ void store_output(const DecodeParams& p, int64_t row,
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The decode kernel. Block b carries rows [row_group · RT, +RT) and features
-// [(feature_block · feature_warps + fw) · FT, +FT) for each of its feature warps fw; blocks are numbered
-// row group fastest, so the blocks that share a slab of w run together and read it once from HBM.
-// Lane `lane` of warp (fw, kw) is slice s = kw · 32 + lane. Each round j, the lane reads chunk
-// c = s + j·S of each of its FT w rows (16-byte loads, RIF rounds ahead of use) and multiplies it with
-// the RT rows of x held in shared memory, filled tile by tile with cp.async. Warps of one k-slice read
-// 512 contiguous bytes of a w row per load. Features past n load row n-1 (a valid address) and are
-// never stored; rows past `rows` multiply zeros and are never stored.
+// The decode kernel. Work item i carries rows [row_group · RT, +RT) and features
+// [(feature_block · feature_warps + fw) · FT, +FT) for each of its feature warps fw, with items numbered
+// row group fastest (i = feature_block · row_groups + row_group). The grid is persistent: block b takes
+// items b, b + gridDim.x, ... (the grid is a multiple of row_groups, so a block keeps one row group and
+// stages its x — and computes its RMSNorm scales — once, not once per item).
+// Lane `lane` of warp (fw, kw) is slice s = kw · 32 + lane. Each round j of an item, the lane reads
+// chunk c = s + j·S of each of its FT w rows and multiplies it with the RT rows of x held in shared
+// memory (staged tile by tile when x does not fit at once). The w chunks travel through a per-thread ring
+// of RIF rounds in shared memory filled with cp.async (16 bytes each, one commit group per round): RIF
+// rounds are in flight without holding registers, the stream runs on from one item into the next (its
+// first rounds load while the current item finishes), and a thread only ever reads the slots it filled
+// itself, so waiting for its own groups is all the synchronisation the ring needs. An item's rounds are
+// padded to a multiple of RIF (empty rounds load nothing). Warps of one k-slice read 512 contiguous
+// bytes of a w row per copy. Features past n load row n-1 (a valid address) and are never stored; rows
+// past `rows` multiply zeros and are never stored.
 template <class WT, int RT, int FT, int RIF>
 __global__ void __launch_bounds__(kMaxBlockWarps * 32)
     matmul_decode_kernel(const DecodeParams p) {
-  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   using Chunk = WeightChunk<WT>;
   constexpr int kVecs = Chunk::kVecs;
   static_assert(RT * FT <= 32, "one lane stores one output of its warp");
@@ -184,31 +201,45 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
   const int k_warps = p.k_warps, S = 32 * k_warps;
   const int kw = warp % k_warps, fw = warp / k_warps;
   const int s = kw * 32 + lane;
-  const int64_t row_group = blockIdx.x % p.row_groups, feature_block = blockIdx.x / p.row_groups;
+  const int64_t row_group = blockIdx.x % p.row_groups;  // the same for all of this block's items
   const int64_t row0 = row_group * RT;
-  const int64_t f0 = (feature_block * p.feature_warps + fw) * FT;
+  const int64_t items = p.row_groups * p.feature_blocks;
   const int nchunks = static_cast<int>(p.k / kChunk);
   const int rounds = (nchunks + S - 1) / S;
+  const int padded_rounds = (rounds + RIF - 1) / RIF * RIF;
   const int tile_chunks = p.tile_rounds * S;
+  const bool one_tile = p.tile_rounds >= rounds;
   float4* x_tile = smem;  // [RT][2][tile_chunks]: the two float4 halves of a chunk in separate planes,
                           // so that a warp's 32 consecutive chunks are 512 contiguous bytes (no conflicts)
-  float* partial = reinterpret_cast<float*>(smem + RT * 2 * tile_chunks);  // [k_warps][feature_warps][32]
+  // [k_warps][feature_warps][32] at the end of an item; kRmsLanes partial sums of a row's squares first.
+  float* partial = reinterpret_cast<float*>(smem + RT * 2 * tile_chunks);
+  float* row_scale = partial + kRmsLanes;  // [RT]: kRmsNorm's scale of each row
+  // [RIF][FT · kVecs][blockDim] 16-byte slots: consecutive threads own consecutive slots.
+  uint4* ring = reinterpret_cast<uint4*>(smem + RT * 2 * tile_chunks) + (kRmsLanes + kMaxRowTile) / 4;
 
-  const char* w_rows[FT];
-#pragma unroll
-  for (int f = 0; f < FT; ++f) {
-    const int64_t feature = min(f0 + f, p.n - 1);
-    w_rows[f] = static_cast<const char*>(p.w) + feature * p.k * static_cast<int64_t>(sizeof(WT));
-  }
-  auto load_round = [&](int j, uint4 (&dst)[FT][kVecs]) {
+  // The first feature of this warp in the block's iter-th item (n - 1 bounds the address of features past n).
+  auto item_feature0 = [&](int64_t iter) {
+    const int64_t item = blockIdx.x + iter * gridDim.x;
+    return ((item / p.row_groups) * p.feature_warps + fw) * FT;
+  };
+  auto item_exists = [&](int64_t iter) { return blockIdx.x + iter * gridDim.x < items; };
+  // Round j of the item whose warp features start at f0 into ring slot j % RIF (`slot`, passed as a
+  // constant), as one commit group: empty past the end of k or of the items (valid false), so that every
+  // thread commits alike.
+  auto issue_round = [&](int64_t f0, bool valid, int j, int slot) {
     const int c = s + j * S;
-    if (c < nchunks) {
+    if (c < nchunks && valid) {
 #pragma unroll
-      for (int f = 0; f < FT; ++f)
+      for (int f = 0; f < FT; ++f) {
+        const char* w_row =
+            static_cast<const char*>(p.w) + min(f0 + f, p.n - 1) * p.k * static_cast<int64_t>(sizeof(WT));
 #pragma unroll
         for (int v = 0; v < kVecs; ++v)
-          dst[f][v] = load_weight_16(w_rows[f] + (static_cast<int64_t>(c) * kChunk * sizeof(WT) + v * 16));
+          copy_async_16(&ring[(slot * FT * kVecs + f * kVecs + v) * blockDim.x + threadIdx.x],
+                        w_row + (static_cast<int64_t>(c) * kChunk * sizeof(WT) + v * 16), true);
+      }
     }
+    copy_async_commit();
   };
   auto stage_x_tile = [&](int first_round) {
     const int64_t first_chunk = static_cast<int64_t>(first_round) * S;
@@ -218,84 +249,133 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
       const int cl = g >> 1, half = g & 1;  // g runs along x's memory: chunk-major, then half
       const int64_t row = row0 + r, chunk = first_chunk + cl;
       const bool valid = row < p.rows && chunk < nchunks;
-      const float* src = valid ? p.x + row * p.k + chunk * kChunk + half * 4 : p.x;
-      copy_async_16(&x_tile[(r * 2 + half) * tile_chunks + cl], src, valid);
-    }
-    copy_async_wait_all();
-  };
-
-  float acc[RT][FT];
+      const int64_t offset = valid ? row * p.k + chunk * kChunk + half * 4 : 0;
+      float4* dst = &x_tile[(r * 2 + half) * tile_chunks + cl];
+      // Plain loads (not cp.async: the ring's commit groups are counted per thread).
+      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (valid) {
+        v = *reinterpret_cast<const float4*>(p.x + offset);
+        float* e = &v.x;
+        if (p.xform == kNone) {
+        } else if (p.xform == kRmsNorm) {
+          const int64_t col = chunk * kChunk + half * 4;
 #pragma unroll
-  for (int r = 0; r < RT; ++r)
+          for (int j = 0; j < 4; ++j)
+            e[j] = rms_apply(e[j], row_scale[r], load_as_f32(p.norm_w, col + j, p.norm_dtype), p.zero_centred);
+        } else {
+          const float4 u = *reinterpret_cast<const float4*>(p.up + offset);
+          const float* ue = &u.x;
 #pragma unroll
-    for (int f = 0; f < FT; ++f) acc[r][f] = 0.0f;
-
-  uint4 ahead[RIF][FT][kVecs];
-#pragma unroll
-  for (int u = 0; u < RIF; ++u) load_round(u, ahead[u]);
-
-  int tile_first_round = 0, next_tile_round = 0;
-  for (int j0 = 0; j0 < rounds; j0 += RIF) {
-#pragma unroll
-    for (int u = 0; u < RIF; ++u) {
-      const int j = j0 + u;  // uniform over the block, so the barriers below are too
-      if (j == next_tile_round && j < rounds) {
-        if (j > 0) __syncthreads();  // everyone is done with the previous tile
-        stage_x_tile(j);
-        __syncthreads();
-        tile_first_round = j;
-        next_tile_round = j + p.tile_rounds;
-      }
-      uint4 cur[FT][kVecs];
-#pragma unroll
-      for (int f = 0; f < FT; ++f)
-#pragma unroll
-        for (int v = 0; v < kVecs; ++v) cur[f][v] = ahead[u][f][v];
-      load_round(j + RIF, ahead[u]);
-      const int c = s + j * S;
-      if (c < nchunks) {
-        float wv[FT][kChunk];
-#pragma unroll
-        for (int f = 0; f < FT; ++f) Chunk::widen(cur[f], wv[f]);
-        const int cl = s + (j - tile_first_round) * S;
-#pragma unroll
-        for (int r = 0; r < RT; ++r) {
-          const float4 lo = x_tile[(r * 2) * tile_chunks + cl];
-          const float4 hi = x_tile[(r * 2 + 1) * tile_chunks + cl];
-          const float xv[kChunk] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-          for (int f = 0; f < FT; ++f)
-#pragma unroll
-            for (int e = 0; e < kChunk; ++e) acc[r][f] = __fmaf_rn(wv[f][e], xv[e], acc[r][f]);
+          for (int j = 0; j < 4; ++j) e[j] = silu_mul(e[j], ue[j]);
         }
       }
+      *dst = v;
+    }
+  };
+
+  // The first rounds of w do not depend on the previous kernel: under programmatic dependent launch they
+  // are loaded while it drains, and only then does the block wait for its results (x).
+  {
+    const int64_t f0 = item_feature0(0);
+    const bool valid = item_exists(0);
+#pragma unroll
+    for (int u = 0; u < RIF; ++u) issue_round(f0, valid, u, u);
+  }
+  pdl_wait();
+
+  if (p.xform == kRmsNorm) {  // each row's scale, before any tile is staged (tiles need the whole row)
+    for (int r = 0; r < RT; ++r) {
+      const int64_t row = min(row0 + r, p.rows - 1);  // rows past the end: any valid row (never stored)
+      for (int v = threadIdx.x; v < kRmsLanes; v += blockDim.x) partial[v] = rms_partial(p.x + row * p.k, p.k, v);
+      const float scale =
+          rms_scale_from_partials(partial, threadIdx.x, blockDim.x, p.k, p.eps, [] { __syncthreads(); });
+      if (threadIdx.x == 0) row_scale[r] = scale;
+      __syncthreads();  // partial is reused by the next row; row_scale is read by the staging
     }
   }
-
-  pdl_launch_dependents();  // every load of w is done: the next kernel may take the SMs as blocks finish
-
-  // Output (r, f) of this warp ends on lane r·FT + f.
-  float mine = 0.0f;
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-#pragma unroll
-    for (int f = 0; f < FT; ++f) {
-      const float v = warp_butterfly_sum(acc[r][f]);
-      if (lane == r * FT + f) mine = v;
-    }
-  if (k_warps > 1) {
-    partial[(kw * p.feature_warps + fw) * 32 + lane] = mine;
+  if (one_tile) {  // x stays in shared memory for all of the block's items
+    stage_x_tile(0);
     __syncthreads();
-    if (kw != 0) return;
-    mine = k_warp_tree(&partial[fw * 32 + lane], p.feature_warps * 32, k_warps);
   }
-  if (lane < RT * FT) {
-    const int64_t row = row0 + lane / FT, feature = f0 + lane % FT;
-    if (row < p.rows && feature < p.n) {
-      if (p.bias != nullptr) mine = __fadd_rn(mine, bias_at(p.bias, p.bias_dtype, feature));
-      store_output(p, row, feature, mine);
+
+  for (int64_t iter = 0; item_exists(iter); ++iter) {
+    const int64_t f0 = item_feature0(iter), next_f0 = item_feature0(iter + 1);
+    const bool next_valid = item_exists(iter + 1);
+    float acc[RT][FT];
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int f = 0; f < FT; ++f) acc[r][f] = 0.0f;
+
+    int tile_first_round = 0, next_tile_round = one_tile ? padded_rounds : 0;
+    for (int j0 = 0; j0 < padded_rounds; j0 += RIF) {
+#pragma unroll
+      for (int u = 0; u < RIF; ++u) {
+        const int j = j0 + u;  // uniform over the block, so the barriers below are too
+        if (j == next_tile_round && j < rounds) {
+          __syncthreads();  // everyone is done with the previous tile (or item)
+          stage_x_tile(j);
+          __syncthreads();
+          tile_first_round = j;
+          next_tile_round = j + p.tile_rounds;
+        }
+        copy_async_wait_group<RIF - 1>();  // round j (slot u) has landed for this thread
+        uint4 cur[FT][kVecs];
+#pragma unroll
+        for (int f = 0; f < FT; ++f)
+#pragma unroll
+          for (int v = 0; v < kVecs; ++v) cur[f][v] = ring[(u * FT * kVecs + f * kVecs + v) * blockDim.x + threadIdx.x];
+        const int c = s + j * S;
+        if (c < nchunks) {
+          float wv[FT][kChunk];
+#pragma unroll
+          for (int f = 0; f < FT; ++f) Chunk::widen(cur[f], wv[f]);
+          const int cl = s + (j - tile_first_round) * S;
+#pragma unroll
+          for (int r = 0; r < RT; ++r) {
+            const float4 lo = x_tile[(r * 2) * tile_chunks + cl];
+            const float4 hi = x_tile[(r * 2 + 1) * tile_chunks + cl];
+            const float xv[kChunk] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+            for (int f = 0; f < FT; ++f)
+#pragma unroll
+              for (int e = 0; e < kChunk; ++e) acc[r][f] = __fmaf_rn(wv[f][e], xv[e], acc[r][f]);
+          }
+        }
+        // Refill slot u with round j + RIF of the stream (this item's or the next one's); issued after
+        // cur has been used (in-order issue: the reads of the slot are complete).
+        if (j + RIF < padded_rounds) issue_round(f0, true, j + RIF, u);
+        else issue_round(next_f0, next_valid, j + RIF - padded_rounds, u);
+      }
+    }
+
+    // Output (r, f) of this warp ends on lane r·FT + f.
+    float mine = 0.0f;
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int f = 0; f < FT; ++f) {
+        const float v = warp_butterfly_sum(acc[r][f]);
+        if (lane == r * FT + f) mine = v;
+      }
+    bool store = true;
+    if (k_warps > 1) {
+      partial[(kw * p.feature_warps + fw) * 32 + lane] = mine;
+      __syncthreads();
+      store = kw == 0;
+      if (store) mine = k_warp_tree(&partial[fw * 32 + lane], p.feature_warps * 32, k_warps);
+      __syncthreads();  // partial is written again by the next item
+    }
+    if (store && lane < RT * FT) {
+      const int64_t row = row0 + lane / FT, feature = f0 + lane % FT;
+      if (row < p.rows && feature < p.n) {
+        if (p.bias != nullptr) mine = __fadd_rn(mine, bias_at(p.bias, p.bias_dtype, feature));
+        store_output(p, row, feature, mine);
+      }
     }
   }
+  copy_async_wait_group<0>();  // only empty groups remain; nothing may land after the block exits
+  pdl_launch_dependents();     // every load of w is done: the next kernel may take the SMs
 }
 
 // The same arithmetic for operands the vector kernel cannot load (k % 8 != 0, or x or w not 16-byte
@@ -403,13 +483,13 @@ MatmulShape check_operands(const char* op, const Tensor& x, const Tensor& w, con
   return {rows, n, k};
 }
 
-// (features_per_lane, rounds_in_flight) pairs with a kernel instance: 8 or 16 16-byte loads in flight
-// per lane (registers: 4 per load, twice over at most).
+// (features_per_lane, rounds_in_flight) pairs with a kernel instance: 8 to 32 16-byte copies in flight per
+// lane, held in the shared-memory ring (16 bytes of it per copy and thread).
 struct LaneShape {
   int features_per_lane, rounds_in_flight;
 };
-constexpr LaneShape kLaneShapes16[] = {{1, 8}, {2, 4}, {2, 8}, {4, 2}, {4, 4}};  // BF16, F16 w
-constexpr LaneShape kLaneShapes32[] = {{1, 4}, {2, 2}, {2, 4}, {4, 1}, {4, 2}};  // F32 w (2 loads per chunk)
+constexpr LaneShape kLaneShapes16[] = {{2, 4}, {2, 8}, {2, 16}, {4, 2}, {4, 4}, {4, 8}};  // BF16, F16 w
+constexpr LaneShape kLaneShapes32[] = {{2, 2}, {2, 4}, {2, 8}, {4, 1}, {4, 2}, {4, 4}};   // F32 w (2 per chunk)
 
 bool lane_shape_supported(int features_per_lane, int rounds_in_flight, DType w_dtype) {
   const auto match = [&](const auto& table) {
@@ -418,6 +498,35 @@ bool lane_shape_supported(int features_per_lane, int rounds_in_flight, DType w_d
     return false;
   };
   return w_dtype == DType::F32 ? match(kLaneShapes32) : match(kLaneShapes16);
+}
+
+// Shared memory of the decode kernel besides the x tile: kRmsLanes + kMaxRowTile floats, then the ring.
+constexpr size_t kFixedSmemBytes = (kRmsLanes + kMaxRowTile) * sizeof(float);
+size_t ring_bytes(const MatmulDecodeConfig& cfg, DType w_dtype) {
+  const size_t vecs = w_dtype == DType::F32 ? 2 : 1;
+  return static_cast<size_t>(cfg.rounds_in_flight) * cfg.features_per_lane * vecs * 16 * 32 * cfg.feature_warps *
+         cfg.k_warps;
+}
+// One round of x for the largest row tile: the smallest x tile any row count needs.
+size_t min_x_tile_bytes(const MatmulDecodeConfig& cfg) {
+  return static_cast<size_t>(kMaxRowTile) * 32 * cfg.k_warps * kChunk * sizeof(float);
+}
+
+// The shared memory a block may opt in to on the current device (227 KB on sm_90, 163 KB on sm_80,
+// 99 KB on sm_86/89); without a device, sm_90's figure (host-side listings only: nothing can launch).
+size_t smem_optin_limit() {
+  int device = 0, bytes = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error of a machine without a GPU
+    return 227 * 1024;
+  }
+  return static_cast<size_t>(bytes);
+}
+
+// Whether a configuration's ring and one round of x for every row tile fit in a block's shared memory.
+bool decode_config_fits(const MatmulDecodeConfig& cfg, DType w_dtype, size_t limit) {
+  return ring_bytes(cfg, w_dtype) + kFixedSmemBytes + min_x_tile_bytes(cfg) <= limit;
 }
 
 int row_tile_for(int64_t rows) { return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : kMaxRowTile; }
@@ -429,19 +538,21 @@ DecodeKernel pick_lane_shape(int features_per_lane, int rounds_in_flight) {
   const int key = features_per_lane * 100 + rounds_in_flight;
   if constexpr (std::is_same_v<WT, float>) {
     switch (key) {
-      case 104: return matmul_decode_kernel<WT, RT, 1, 4>;
       case 202: return matmul_decode_kernel<WT, RT, 2, 2>;
       case 204: return matmul_decode_kernel<WT, RT, 2, 4>;
+      case 208: return matmul_decode_kernel<WT, RT, 2, 8>;
       case 401: return matmul_decode_kernel<WT, RT, 4, 1>;
       case 402: return matmul_decode_kernel<WT, RT, 4, 2>;
+      case 404: return matmul_decode_kernel<WT, RT, 4, 4>;
     }
   } else {
     switch (key) {
-      case 108: return matmul_decode_kernel<WT, RT, 1, 8>;
       case 204: return matmul_decode_kernel<WT, RT, 2, 4>;
       case 208: return matmul_decode_kernel<WT, RT, 2, 8>;
+      case 216: return matmul_decode_kernel<WT, RT, 2, 16>;
       case 402: return matmul_decode_kernel<WT, RT, 4, 2>;
       case 404: return matmul_decode_kernel<WT, RT, 4, 4>;
+      case 408: return matmul_decode_kernel<WT, RT, 4, 8>;
     }
   }
   return nullptr;
@@ -472,8 +583,18 @@ bool decode_vector_loads_ok(const Tensor& x, const Tensor& w, int64_t k) {
 
 // ys: the outputs, one (rows, n) tensor or the split ranges of matmul_split (widths summing to n);
 // accumulate: add into the one output instead of overwriting it.
+// The transform of x a fused call asks for (see XForm); kNone for plain matmuls.
+struct XInput {
+  XForm xform = kNone;
+  Tensor norm_w;
+  float eps = 0.0f;
+  bool zero_centred = false;
+  Tensor up;
+};
+
 void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys,
-                   const MatmulShape& shape, const MatmulDecodeConfig& cfg, bool accumulate = false) {
+                   const MatmulShape& shape, const MatmulDecodeConfig& cfg, bool accumulate = false,
+                   const XInput& xin = {}) {
   HELIUM_CUDA_REQUIRE("matmul", matmul_decode_config_valid(cfg, w.dtype));
   HELIUM_CUDA_REQUIRE("matmul", !ys.empty() && ys.size() <= Backend::kMaxMatmulSplits);
   DecodeParams p{};
@@ -484,6 +605,12 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   p.splits = static_cast<int>(ys.size());
   HELIUM_CUDA_REQUIRE("matmul", !accumulate || ys.size() == 1);
   p.accumulate = accumulate;
+  p.xform = xin.xform;
+  p.norm_w = xin.norm_w.data;
+  p.norm_dtype = xin.norm_w.dtype;
+  p.eps = xin.eps;
+  p.zero_centred = xin.zero_centred;
+  p.up = xin.up.as<float>();
   int64_t end = 0;
   for (size_t i = 0; i < ys.size(); ++i) {
     p.y[i] = ys[i].as<float>();
@@ -498,6 +625,7 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   p.k_warps = cfg.k_warps;
 
   if (!decode_vector_loads_ok(x, w, shape.k)) {
+    HELIUM_CUDA_REQUIRE("matmul", xin.xform == kNone);  // fused callers check decode_vector_loads_ok first
     p.row_groups = shape.rows;
     p.tile_rounds = 0;
     const dim3 block(32 * cfg.k_warps);
@@ -518,22 +646,43 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   const int64_t nchunks = shape.k / kChunk;
   const int64_t rounds = (nchunks + S - 1) / S;
   const int64_t round_bytes = int64_t{row_tile} * S * kChunk * 4;  // one round of x for the block's rows
-  // Tiles of equal size (a whole number of rounds each) within the budget.
-  const int64_t max_tile_rounds = std::max<int64_t>(1, kXTileBudgetBytes / round_bytes);
+  // Tiles of equal size (a whole number of rounds each) within the budget: kXTileBudgetBytes, or what the
+  // ring leaves of the device's shared memory.
+  const size_t ring = ring_bytes(cfg, w.dtype), limit = smem_optin_limit();
+  HELIUM_CUDA_REQUIRE("matmul", decode_config_fits(cfg, w.dtype, limit));
+  const int64_t budget = std::min<int64_t>(kXTileBudgetBytes, static_cast<int64_t>(limit - ring - kFixedSmemBytes));
+  const int64_t max_tile_rounds = std::max<int64_t>(1, budget / round_bytes);
   const int64_t tiles = std::max<int64_t>(1, (rounds + max_tile_rounds - 1) / max_tile_rounds);
   p.tile_rounds = static_cast<int>(std::max<int64_t>(1, (rounds + tiles - 1) / tiles));
   p.row_groups = (shape.rows + row_tile - 1) / row_tile;
   const int64_t features_per_block = int64_t{cfg.feature_warps} * cfg.features_per_lane;
   const int64_t feature_blocks = (shape.n + features_per_block - 1) / features_per_block;
-  const int64_t blocks = p.row_groups * feature_blocks;
-  HELIUM_CUDA_REQUIRE("matmul", blocks < (int64_t{1} << 31));
-  const size_t smem = static_cast<size_t>(p.tile_rounds * round_bytes) +
-                      static_cast<size_t>(cfg.k_warps * cfg.feature_warps * 32) * sizeof(float);
+  p.feature_blocks = feature_blocks;
+  const int64_t items = p.row_groups * feature_blocks;
+  // x tile, then kRmsLanes floats (the k-warp partials need at most kMaxBlockWarps · 32 = kRmsLanes), then
+  // the row scales, then the ring.
+  static_assert(kMaxBlockWarps * 32 <= kRmsLanes && (kRmsLanes + kMaxRowTile) % 4 == 0);
+  const size_t smem = static_cast<size_t>(p.tile_rounds * round_bytes) + kFixedSmemBytes + ring;
   const DecodeKernel kernel = pick_decode_kernel(w.dtype, row_tile, cfg);
   HELIUM_CUDA_REQUIRE("matmul", kernel != nullptr);
   if (smem > kDefaultSmemLimit)
     HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  launch(c, kernel, static_cast<unsigned>(blocks), 32 * cfg.feature_warps * cfg.k_warps, smem, p);
+  // A persistent grid: as many blocks as fit on the device at once (a multiple of row_groups, so that each
+  // block keeps one row group), or fewer when there are fewer items. Which block takes which item changes
+  // no arithmetic.
+  const int threads = 32 * cfg.feature_warps * cfg.k_warps;
+  int per_sm = 0, sm_count = c.sm_count;
+  HELIUM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+  if (sm_count <= 0) {
+    int device = 0;
+    HELIUM_CUDA_CHECK(cudaGetDevice(&device));
+    HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+  }
+  HELIUM_CUDA_REQUIRE("matmul", per_sm > 0);
+  const int64_t resident = int64_t{per_sm} * sm_count;
+  const int64_t grid = std::min(items, std::max(p.row_groups, resident / p.row_groups * p.row_groups));
+  HELIUM_CUDA_REQUIRE("matmul", grid < (int64_t{1} << 31));
+  launch(c, kernel, static_cast<unsigned>(grid), threads, smem, p);
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -695,21 +844,21 @@ bool matmul_decode_config_valid(const MatmulDecodeConfig& cfg, DType w_dtype) {
          cfg.feature_warps * cfg.k_warps <= kMaxBlockWarps;
 }
 
-// Enough warps in flight for a decode: about 2000 on a 132-SM H200 (15 per SM, each lane 8 loads of 16
-// bytes ahead, ~60 KB in flight per SM against the ~30 KB that the HBM's bandwidth-latency product asks).
-// n alone gives that from n = 4096 features at 2 per lane; smaller n splits k over 2 or 4 warps (while
-// each slice keeps at least 2 rounds). Blocks of 8 warps: every block stages its rows of x once, so more
-// features per block means less x traffic through L2 (at 16 features and k = 4096 that is 1/8 of the w
-// bytes). A function of the shape only (no device property): the default order is the same everywhere.
-// Untimed guesses; the candidates' timings (bench/cuda/matmul_bench) are what should replace them.
+// The default: blocks of 8 warps (every block stages its rows of x once, so more features per block means
+// less x traffic through L2), k split over 2 or 4 warps for small n (while each slice keeps at least 2
+// rounds), 4 features per lane and 16 copies of 16 bytes in flight per lane: on the H200 the candidate
+// with the most bytes in flight per lane won at one row for every Qwen3-8B shape (helium_bench_cuda_matmul,
+// docs/benchmarks.md: 4 x 4 on 8 x 1 warps, e.g. 13.8 us for 4096 x 4096 against 16.7 us at 2 x 4). A
+// function of the shape only (no device property): the default order is the same everywhere; the tuner
+// (tune.cpp) replaces it with the fastest candidate of this device.
 MatmulDecodeConfig matmul_decode_default_config(int64_t n, int64_t k, DType w_dtype) {
   MatmulDecodeConfig cfg;
   cfg.k_warps = n >= 4096 ? 1 : n >= 2048 ? 2 : 4;
   while (cfg.k_warps > 1 && k / kChunk < int64_t{64} * cfg.k_warps) cfg.k_warps /= 2;
   cfg.feature_warps = kMaxBlockWarps / cfg.k_warps;
-  cfg.features_per_lane = cfg.k_warps == 4 ? 4 : 2;
+  cfg.features_per_lane = 4;
   const int loads_per_chunk = w_dtype == DType::F32 ? 2 : 1;
-  cfg.rounds_in_flight = 8 / (cfg.features_per_lane * loads_per_chunk);
+  cfg.rounds_in_flight = 16 / (cfg.features_per_lane * loads_per_chunk);
   return cfg;
 }
 
@@ -717,6 +866,7 @@ std::vector<MatmulDecodeConfig> matmul_decode_candidates(int64_t n, int64_t k, D
   std::vector<MatmulDecodeConfig> out;
   const MatmulDecodeConfig fallback = matmul_decode_default_config(n, k, w_dtype);
   out.push_back(fallback);
+  const size_t limit = smem_optin_limit();
   const auto& shapes = w_dtype == DType::F32 ? kLaneShapes32 : kLaneShapes16;
   for (const LaneShape& l : shapes)
     for (int k_warps : {1, 2, 4}) {
@@ -725,6 +875,7 @@ std::vector<MatmulDecodeConfig> matmul_decode_candidates(int64_t n, int64_t k, D
         if (feature_warps * k_warps > kMaxBlockWarps || feature_warps * k_warps < 2) continue;
         if (int64_t{feature_warps} * l.features_per_lane > std::max<int64_t>(n, 1) * 2) continue;  // idle warps
         const MatmulDecodeConfig cfg{l.features_per_lane, l.rounds_in_flight, feature_warps, k_warps};
+        if (!decode_config_fits(cfg, w_dtype, limit)) continue;  // this device's shared memory
         if (!(cfg == fallback)) out.push_back(cfg);
       }
     }
@@ -777,6 +928,33 @@ void matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor
                 tuned != nullptr ? *tuned : matmul_decode_default_config(shape.n, shape.k, w.dtype), /*accumulate=*/true);
 }
 
+namespace {
+
+// Whether the decode kernel takes these operands with a fused transform of x (decode rows, vector loads).
+bool decode_fusable(const Tensor& x, const Tensor& w) {
+  const int64_t rows = leading_rows(x);
+  return rows > 0 && rows <= kMaxDecodeRows && w.rank == 2 && decode_vector_loads_ok(x, w, w.dim(1));
+}
+
+// The decode launch of matmul_split (one pass over the stacked weight), after the entry checks of each
+// output against its slice of w.
+void launch_split_decode(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias,
+                         std::span<const Tensor> ys, const XInput& xin) {
+  const int64_t rows = leading_rows(x), n = w.dim(0);
+  for (const Tensor& y : ys) {
+    HELIUM_CUDA_REQUIRE("matmul_split", y.dtype == DType::F32 && y.data != nullptr);
+    HELIUM_CUDA_REQUIRE("matmul_split", !ranges_overlap(y, x) && !ranges_overlap(y, w) && !ranges_overlap(y, bias));
+    HELIUM_CUDA_REQUIRE("matmul_split", (reinterpret_cast<uintptr_t>(y.data) & 3u) == 0);
+  }
+  Tensor whole_y(ys[0].data, DType::F32, {rows, n});  // shape stand-in for the checks (never written)
+  const MatmulShape shape = check_operands("matmul_split", x, w, bias, whole_y);
+  const MatmulDecodeConfig* tuned = find_tuned(c, shape.n, shape.k, w.dtype);
+  launch_decode(c, x, w, bias, ys, shape,
+                tuned != nullptr ? *tuned : matmul_decode_default_config(shape.n, shape.k, w.dtype), false, xin);
+}
+
+}  // namespace
+
 // Decode rows: one launch over the stacked weight, each feature stored into its split (the arithmetic of
 // a feature is that of matmul() with the stacked weight, so the results are bitwise the same). Prefill
 // rows: one cuBLASLt GEMM per split over views of w, bitwise matmul() with that view (cuBLASLt may pick
@@ -804,16 +982,42 @@ void matmul_split(const Context& c, const Tensor& x, const Tensor& w, const Tens
     }
     return;
   }
-  for (const Tensor& y : ys) {  // the entry checks, per output against its slice of w
-    HELIUM_CUDA_REQUIRE("matmul_split", y.dtype == DType::F32 && y.data != nullptr);
-    HELIUM_CUDA_REQUIRE("matmul_split", !ranges_overlap(y, x) && !ranges_overlap(y, w) && !ranges_overlap(y, bias));
-    HELIUM_CUDA_REQUIRE("matmul_split", (reinterpret_cast<uintptr_t>(y.data) & 3u) == 0);
+  launch_split_decode(c, x, w, bias, ys, XInput{});
+}
+
+void rms_norm_matmul_split(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
+                           const Tensor& xn_scratch, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) {
+  HELIUM_CUDA_REQUIRE("rms_norm_matmul_split", w.rank == 2 && norm_w.numel() == w.dim(1));
+  if (!decode_fusable(x, w)) {
+    rms_norm(c, x, norm_w, eps, zero_centred, xn_scratch);
+    matmul_split(c, xn_scratch, w, bias, ys);
+    return;
   }
-  Tensor whole_y(ys[0].data, DType::F32, {rows, n});  // shape stand-in for the checks (never written)
-  const MatmulShape shape = check_operands("matmul_split", x, w, bias, whole_y);
+  XInput xin;
+  xin.xform = kRmsNorm;
+  xin.norm_w = norm_w;
+  xin.eps = eps;
+  xin.zero_centred = zero_centred;
+  launch_split_decode(c, x, w, bias, ys, xin);
+}
+
+void swiglu_matmul_add(const Context& c, const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& bias,
+                       const Tensor& scratch, const Tensor& y) {
+  HELIUM_CUDA_REQUIRE("swiglu_matmul_add", up.dtype == DType::F32 && up.numel() == gate.numel());
+  if (!decode_fusable(gate, w) || !aligned_16(up.data)) {
+    swiglu(c, gate, up, gate);
+    matmul_add(c, gate, w, bias, scratch, y);
+    return;
+  }
+  const MatmulShape shape = check_operands("swiglu_matmul_add", gate, w, bias, y);
+  HELIUM_CUDA_REQUIRE("swiglu_matmul_add", !ranges_overlap(y, up));
   const MatmulDecodeConfig* tuned = find_tuned(c, shape.n, shape.k, w.dtype);
-  launch_decode(c, x, w, bias, ys, shape,
-                tuned != nullptr ? *tuned : matmul_decode_default_config(shape.n, shape.k, w.dtype));
+  XInput xin;
+  xin.xform = kSwiGLU;
+  xin.up = up;
+  launch_decode(c, gate, w, bias, std::span<const Tensor>(&y, 1), shape,
+                tuned != nullptr ? *tuned : matmul_decode_default_config(shape.n, shape.k, w.dtype), /*accumulate=*/true,
+                xin);
 }
 
 }  // namespace helium::cuda

@@ -1,33 +1,25 @@
-// y = x * rsqrt(mean(x²) + eps) * w   (zero_centred: * (1 + w)), one block per row. The sum of squares is
-// reduced in a fixed order (per-thread strided partial sums, then a fixed tree), so a row's result does
-// not depend on the other rows.
+// y = x * rsqrt(mean(x²) + eps) * w   (zero_centred: * (1 + w)), one block per row, with the fixed-order
+// arithmetic of elementwise.cuh (rms_partial / rms_scale_from_partials / rms_apply), which the fused
+// kernels share: a row's result depends on nothing but the row.
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/elementwise.cuh"
 
 namespace helium::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = kRmsLanes;
 
 __global__ void rms_norm_kernel(const float* x, const void* w, DType w_dtype, int64_t dim, float eps,
                                 bool zero_centred, float* y) {
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+  pdl_launch_dependents();
   const float* xr = x + blockIdx.x * dim;
   float* yr = y + blockIdx.x * dim;
-  float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += kThreads) sum += xr[i] * xr[i];
-  __shared__ float partial[kThreads];
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float inv = rsqrtf(partial[0] / static_cast<float>(dim) + eps);
-  for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
-    float wi = load_as_f32(w, i, w_dtype);
-    yr[i] = xr[i] * inv * (zero_centred ? 1.0f + wi : wi);
-  }
+  __shared__ float partial[kRmsLanes];
+  partial[threadIdx.x] = rms_partial(xr, dim, threadIdx.x);
+  const float scale =
+      rms_scale_from_partials(partial, threadIdx.x, kThreads, dim, eps, [] { __syncthreads(); });
+  for (int64_t i = threadIdx.x; i < dim; i += kThreads) yr[i] = rms_apply(xr[i], scale, load_as_f32(w, i, w_dtype), zero_centred);
 }
 
 }  // namespace
@@ -38,7 +30,7 @@ void rms_norm(const Context& c, const Tensor& x, const Tensor& w, float eps, boo
   HELIUM_CUDA_REQUIRE("rms_norm", w.numel() == dim);
   if (rows == 0) return;
   launch(c, rms_norm_kernel, static_cast<unsigned>(rows), kThreads, 0, x.as<float>(), w.data, w.dtype, dim, eps,
-                                                                          zero_centred, y.as<float>());
+         zero_centred, y.as<float>());
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -9,18 +9,13 @@ namespace {
 __global__ void rope_kernel(float* x, int heads, int head_dim, int half, const int32_t* positions,
                             const float* inv_freq, float scaling) {
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+  pdl_launch_dependents();
   const int64_t row = blockIdx.x;
   const float pos = static_cast<float>(positions[row]);
   for (int t = threadIdx.x; t < heads * half; t += blockDim.x) {
     const int h = t / half, i = t % half;
-    float s, c;
-    sincosf(pos * inv_freq[i], &s, &c);
-    c *= scaling;
-    s *= scaling;
     float* head = x + (row * heads + h) * head_dim;
-    const float a = head[i], b = head[i + half];
-    head[i] = a * c - b * s;
-    head[i + half] = b * c + a * s;
+    rope_pair(head[i], head[i + half], pos, inv_freq[i], scaling);
   }
 }
 

@@ -1,0 +1,54 @@
+// backend/cuda/attention_partitions.h — how the CUDA decode attention cuts a row's keys into split-KV
+// partitions (attention.cu), in plain C++ so that the memory plan (engine/memory_plan.cpp) sizes the
+// partials' scratch by the same rule the kernels use.
+//
+// A row of n keys is cut into partitions of P keys aligned to position 0, P = 64 up to small_end keys,
+// 128 up to medium_end, kMaxPartitionKeys beyond: short contexts still spread over many blocks (a 1K row
+// of a model with 8 KV heads gets 128 blocks instead of 32), long ones keep few partials to merge. P is a
+// function of the row's own key count, never of the batch: a row alone, in a batch, or as a tree row at
+// the same position is cut the same way (bitwise batch invariance).
+//
+// The thresholds come from helium_bench_cuda_attention on the H200 (Qwen3-8B shape, 1 row, µs per layer,
+// P = 64 / 128 / 256 forced everywhere): 1K 9.0 / 10.3 / 12.8, 8K 27.9 / 24.0 / 16.9, 32K 100.3 / 70.0 /
+// 58.4 — 64 wins short rows, 256 long ones, 128 neither at these points; the sweep's 2K and 4K rows place
+// the switch.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define HELIUM_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define HELIUM_HOST_DEVICE inline
+#endif
+
+namespace helium::cuda {
+
+inline constexpr int kMaxPartitionKeys = 256;
+// Default thresholds (Context::attention_small_end / attention_medium_end).
+inline constexpr int kDefaultPartitionSmallEnd = 2048;
+inline constexpr int kDefaultPartitionMediumEnd = 2048;
+
+HELIUM_HOST_DEVICE int partition_keys(int n_keys, int small_end, int medium_end) {
+  return n_keys <= small_end ? 64 : n_keys <= medium_end ? 128 : kMaxPartitionKeys;
+}
+
+HELIUM_HOST_DEVICE int partition_count(int n_keys, int small_end, int medium_end) {
+  const int p = partition_keys(n_keys, small_end, medium_end);
+  return (n_keys + p - 1) / p;
+}
+
+// The most partitions a row of at most max_keys keys has: the count grows within each tier, so the
+// largest is at a tier's end or at max_keys.
+inline int64_t max_partition_count(int64_t max_keys, int small_end, int medium_end) {
+  int64_t most = 0;
+  for (int64_t end : {int64_t{small_end}, int64_t{medium_end}, max_keys})
+    if (end > 0 && max_keys > 0)
+      most = std::max<int64_t>(most, partition_count(static_cast<int>(std::min(end, max_keys)), small_end, medium_end));
+  return most;
+}
+
+}  // namespace helium::cuda
+
+#undef HELIUM_HOST_DEVICE

@@ -1,0 +1,237 @@
+// tests/backend/cuda/fused_test.cpp — the CUDA backend's fused ops (backend.h: rms_norm_matmul_split,
+// swiglu_matmul_add, qk_norm_rope_kv_write) are bitwise the unfused sequences they stand for, on the
+// decode path (rows <= kMaxDecodeRows, where the kernels fuse) and past it (where they fall back), and
+// with the environment's programmatic dependent launch on or off. Skips without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "core/dtype.h"
+
+namespace helium::test {
+namespace {
+
+class CudaFusedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    CudaBackendOptions options;
+    options.max_rows = 96;
+    options.max_context = 4096;
+    options.max_k = 4096;
+    auto created = CudaBackend::create(options);
+    ASSERT_TRUE(created.is_ok()) << created.status().message();
+    backend_ = std::move(created).value();
+  }
+
+  // A device tensor holding `values` as `dtype` (kept alive by the fixture).
+  Tensor upload(const std::vector<float>& values, DType dtype, std::initializer_list<int64_t> shape) {
+    Tensor t(nullptr, dtype, shape);
+    auto buffer = backend_->allocate(t.bytes());
+    EXPECT_TRUE(buffer.is_ok());
+    t.data = (*buffer)->data();
+    buffers_.push_back(*buffer);
+    std::vector<uint8_t> bytes(t.bytes());
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (dtype == DType::BF16) {
+        const uint16_t h = f32_to_bf16(values[i]);
+        std::memcpy(&bytes[2 * i], &h, 2);
+      } else {
+        std::memcpy(&bytes[4 * i], &values[i], 4);
+      }
+    }
+    backend_->copy_to_device(t, bytes.data());
+    return t;
+  }
+  Tensor zeros(std::initializer_list<int64_t> shape, DType dtype = DType::F32) {
+    Tensor t(nullptr, dtype, shape);
+    return upload(std::vector<float>(static_cast<size_t>(t.numel()), 0.0f), dtype, shape);
+  }
+  std::vector<uint8_t> download(const Tensor& t) {
+    std::vector<uint8_t> out(t.bytes());
+    backend_->copy_to_host(out.data(), t);
+    backend_->synchronize();
+    return out;
+  }
+
+  std::unique_ptr<CudaBackend> backend_;
+  std::vector<std::shared_ptr<DeviceBuffer>> buffers_;
+};
+
+std::vector<float> random_reals(std::mt19937& rng, size_t count, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(count);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Index of the first differing 4-byte word, or -1.
+int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i + 4 <= a.size(); i += 4)
+    if (std::memcmp(&a[i], &b[i], 4) != 0) return static_cast<int64_t>(i / 4);
+  return -1;
+}
+
+TEST_F(CudaFusedTest, RmsNormMatmulSplitIsNormThenMatmulSplit) {
+  std::mt19937 rng(41);
+  const int64_t k = 4096, n0 = 1024, n1 = 512, n = n0 + n1, max_rows = 96;
+  // x with a wide range of row scales, so that the norm's scale matters.
+  std::vector<float> xv = random_reals(rng, static_cast<size_t>(max_rows * k), -3.0f, 3.0f);
+  for (int64_t r = 0; r < max_rows; ++r)
+    for (int64_t i = 0; i < k; ++i) xv[static_cast<size_t>(r * k + i)] *= std::ldexp(1.0f, static_cast<int>(r % 7) - 3);
+  const Tensor x = upload(xv, DType::F32, {max_rows, k});
+  const Tensor norm_w = upload(random_reals(rng, static_cast<size_t>(k), 0.5f, 1.5f), DType::BF16, {k});
+  const Tensor w = upload(random_reals(rng, static_cast<size_t>(n * k), -0.05f, 0.05f), DType::BF16, {n, k});
+  const Tensor bias = upload(random_reals(rng, static_cast<size_t>(n)), DType::BF16, {n});
+  for (bool zero_centred : {false, true})
+    for (int64_t rows : {1, 2, 3, 8, 13, 64, 65, 96}) {
+      const Tensor xr = x.first_rows(rows);
+      const Tensor xn = zeros({rows, k}), a0 = zeros({rows, n0}), a1 = zeros({rows, n1});
+      const Tensor b0 = zeros({rows, n0}), b1 = zeros({rows, n1});
+      backend_->rms_norm(xr, norm_w, 1e-6f, zero_centred, xn);
+      const Tensor unfused[] = {a0, a1};
+      backend_->matmul_split(xn, w, bias, unfused);
+      const Tensor fused[] = {b0, b1};
+      const Tensor scratch = zeros({rows, k});
+      backend_->rms_norm_matmul_split(xr, norm_w, 1e-6f, zero_centred, scratch, w, bias, fused);
+      EXPECT_EQ(first_difference(download(a0), download(b0)), -1) << rows << " rows, zero_centred " << zero_centred;
+      EXPECT_EQ(first_difference(download(a1), download(b1)), -1) << rows << " rows, zero_centred " << zero_centred;
+    }
+}
+
+TEST_F(CudaFusedTest, FusedDecodeRowsAreBatchInvariant) {
+  std::mt19937 rng(43);
+  const int64_t k = 2048, n = 768, max_rows = 64;
+  const Tensor x = upload(random_reals(rng, static_cast<size_t>(max_rows * k), -2.0f, 2.0f), DType::F32, {max_rows, k});
+  const Tensor norm_w = upload(random_reals(rng, static_cast<size_t>(k), 0.5f, 1.5f), DType::BF16, {k});
+  const Tensor w = upload(random_reals(rng, static_cast<size_t>(n * k), -0.05f, 0.05f), DType::BF16, {n, k});
+  const Tensor all = zeros({max_rows, n}), scratch = zeros({max_rows, k});
+  const Tensor outs[] = {all};
+  backend_->rms_norm_matmul_split(x, norm_w, 1e-5f, false, scratch, w, Tensor(), outs);
+  const std::vector<uint8_t> together = download(all);
+  for (int64_t r : {0, 1, 7, 31, 63}) {
+    const Tensor one = zeros({1, n});
+    const Tensor one_out[] = {one};
+    backend_->rms_norm_matmul_split(x.rows_from(r).first_rows(1), norm_w, 1e-5f, false, scratch.first_rows(1), w, Tensor(),
+                                    one_out);
+    const std::vector<uint8_t> alone = download(one);
+    EXPECT_EQ(std::memcmp(alone.data(), together.data() + r * n * 4, static_cast<size_t>(n) * 4), 0) << "row " << r;
+  }
+}
+
+TEST_F(CudaFusedTest, SwigluMatmulAddIsSwigluThenMatmulAdd) {
+  std::mt19937 rng(42);
+  const int64_t k = 3072, n = 1024, max_rows = 96;
+  const std::vector<float> gate_v = random_reals(rng, static_cast<size_t>(max_rows * k), -6.0f, 6.0f);
+  const Tensor up = upload(random_reals(rng, static_cast<size_t>(max_rows * k), -2.0f, 2.0f), DType::F32, {max_rows, k});
+  const Tensor w = upload(random_reals(rng, static_cast<size_t>(n * k), -0.05f, 0.05f), DType::BF16, {n, k});
+  const std::vector<float> residual = random_reals(rng, static_cast<size_t>(max_rows * n), -4.0f, 4.0f);
+  for (int64_t rows : {1, 4, 9, 64, 65, 96}) {
+    const Tensor gate_a = upload(gate_v, DType::F32, {max_rows, k}).first_rows(rows);
+    const Tensor gate_b = upload(gate_v, DType::F32, {max_rows, k}).first_rows(rows);
+    const Tensor ya = upload(residual, DType::F32, {max_rows, n}).first_rows(rows);
+    const Tensor yb = upload(residual, DType::F32, {max_rows, n}).first_rows(rows);
+    const Tensor scratch = zeros({rows, n});
+    backend_->swiglu(gate_a, up.first_rows(rows), gate_a);
+    backend_->matmul_add(gate_a, w, Tensor(), scratch, ya);
+    backend_->swiglu_matmul_add(gate_b, up.first_rows(rows), w, Tensor(), scratch, yb);
+    EXPECT_EQ(first_difference(download(ya), download(yb)), -1) << rows << " rows";
+  }
+}
+
+TEST_F(CudaFusedTest, QkNormRopeKvWriteIsTheSequence) {
+  std::mt19937 rng(44);
+  const int n_heads = 8, n_kv = 2, head_dim = 128, max_rows = 70;
+  const int64_t q_dim = n_heads * head_dim, kv_dim = n_kv * head_dim, slots_total = 256;
+  std::vector<float> inv_freq(head_dim / 4);  // rot_dim = head_dim / 2: the last half of each head passes
+  for (size_t i = 0; i < inv_freq.size(); ++i)
+    inv_freq[i] = std::pow(10000.0f, -2.0f * static_cast<float>(i) / static_cast<float>(head_dim / 2));
+  const Tensor inv = upload(inv_freq, DType::F32, {static_cast<int64_t>(inv_freq.size())});
+  const RopeParams rope{head_dim, head_dim / 2, 1.25f};
+  const std::vector<float> qv = random_reals(rng, static_cast<size_t>(max_rows * q_dim), -3.0f, 3.0f);
+  const std::vector<float> kv = random_reals(rng, static_cast<size_t>(max_rows * kv_dim), -3.0f, 3.0f);
+  const Tensor v = upload(random_reals(rng, static_cast<size_t>(max_rows * kv_dim)), DType::F32, {max_rows, kv_dim});
+  const Tensor q_norm = upload(random_reals(rng, head_dim, 0.5f, 1.5f), DType::BF16, {head_dim});
+  const Tensor k_norm = upload(random_reals(rng, head_dim, 0.5f, 1.5f), DType::BF16, {head_dim});
+  for (bool with_norm : {true, false})
+    for (DType cache_dtype : {DType::BF16, DType::F32})
+      for (int rows : {1, 5, 70}) {
+        std::vector<int32_t> posi(static_cast<size_t>(rows)), sloti(static_cast<size_t>(rows));
+        for (int r = 0; r < rows; ++r) {
+          posi[static_cast<size_t>(r)] = 1000 + 37 * r;
+          sloti[static_cast<size_t>(r)] = (r * 53 + 11) % static_cast<int>(slots_total);
+        }
+        const Tensor positions = zeros({rows}, DType::I32), slots = zeros({rows}, DType::I32);
+        backend_->copy_to_device(positions, posi.data());
+        backend_->copy_to_device(slots, sloti.data());
+        Tensor results[2][4];  // [unfused, fused][q, k, k_cache, v_cache]
+        for (int fused = 0; fused < 2; ++fused) {
+          Tensor q = upload(qv, DType::F32, {max_rows, q_dim}).first_rows(rows);
+          Tensor k = upload(kv, DType::F32, {max_rows, kv_dim}).first_rows(rows);
+          Tensor kc = zeros({slots_total, kv_dim}, cache_dtype), vc = zeros({slots_total, kv_dim}, cache_dtype);
+          const Tensor qn = with_norm ? q_norm : Tensor(), kn = with_norm ? k_norm : Tensor();
+          if (fused) {
+            backend_->qk_norm_rope_kv_write(q, k, v.first_rows(rows), qn, kn, 1e-6f, n_heads, n_kv, positions, inv, rope,
+                                            slots, kc, vc);
+          } else {  // the base class's sequence of unfused ops on the same backend
+            backend_->Backend::qk_norm_rope_kv_write(q, k, v.first_rows(rows), qn, kn, 1e-6f, n_heads, n_kv, positions,
+                                                     inv, rope, slots, kc, vc);
+          }
+          results[fused][0] = q;
+          results[fused][1] = k;
+          results[fused][2] = kc;
+          results[fused][3] = vc;
+        }
+        const char* names[] = {"q", "k", "k_cache", "v_cache"};
+        for (int t = 0; t < 4; ++t)
+          EXPECT_EQ(first_difference(download(results[0][t]), download(results[1][t])), -1)
+              << names[t] << ", " << rows << " rows, norm " << with_norm << ", cache " << dtype_name(cache_dtype);
+      }
+}
+
+// argmax_rows on the device gives the CPU backend's answer (the sampler's greedy rule): vocabulary-long
+// rows with ties at the top, NaN at index 0 and elsewhere, signed zeros, rows of -inf or NaN, many rows.
+TEST_F(CudaFusedTest, ArgmaxRowsIsTheCpuRule) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const int64_t n = 151936, rows = 12;
+  std::mt19937 rng(45);
+  std::uniform_real_distribution<float> d(-20, 20);
+  std::vector<float> x(static_cast<size_t>(rows * n));
+  for (float& v : x) v = std::round(d(rng) * 8) / 8;  // eighth steps: the maximum repeats
+  auto row = [&](int64_t r) { return x.data() + r * n; };
+  row(1)[0] = nan;
+  row(2)[100000] = nan, row(2)[5] = 50.0f, row(2)[140000] = 50.0f;
+  for (int64_t i = 0; i < n; ++i) row(3)[i] = -inf;
+  for (int64_t i = 0; i < n; ++i) row(4)[i] = nan;
+  for (int64_t i = 0; i < n; ++i) row(5)[i] = (i % 2) ? 0.0f : -0.0f;
+  row(6)[n - 1] = inf;
+  for (int64_t i = 0; i < n; ++i) row(7)[i] = i < 1000 ? nan : -1.0f;
+  CpuBackend cpu(2);
+  std::vector<int32_t> expected(static_cast<size_t>(rows));
+  cpu.argmax_rows(Tensor(x.data(), DType::F32, {rows, n}), Tensor(expected.data(), DType::I32, {rows}));
+  const Tensor dx = upload(x, DType::F32, {rows, n});
+  for (int64_t count : {int64_t{1}, int64_t{5}, rows}) {
+    const Tensor out = zeros({count}, DType::I32);
+    backend_->argmax_rows(dx.first_rows(count), out);
+    const std::vector<uint8_t> got = download(out);
+    for (int64_t r = 0; r < count; ++r) {
+      int32_t v;
+      std::memcpy(&v, &got[static_cast<size_t>(r) * 4], 4);
+      EXPECT_EQ(v, expected[static_cast<size_t>(r)]) << "row " << r << " of " << count;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace helium::test
