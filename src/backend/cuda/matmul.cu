@@ -39,9 +39,13 @@ constexpr int kChunk = 8;           // elements of k per chunk
 constexpr int kMaxRowTile = 8;      // rows a decode block carries (acc registers: rows × features per lane)
 constexpr int kMaxBlockWarps = 8;   // feature_warps · k_warps
 constexpr int kMaxKWarps = 4;
-// Shared memory for the block's x tile (rows × a whole number of rounds of chunks). A tile of x for one
-// row of k = 16384 fits; more rows or more k go in several tiles. Performance only.
+// Shared memory for the block's x tile (rows × a whole number of rounds of chunks): at least 4 rounds and
+// kXTileMinBytes, at most kXTileBudgetBytes; longer x goes in several tiles, staged as the rounds reach
+// them. A small tile leaves the shared memory to the weight ring (more blocks per multiprocessor) and
+// spreads the staging of a long x (down_proj's 12288, with SwiGLU applied) over the weight stream instead
+// of stalling it up front. Performance only.
 constexpr int64_t kXTileBudgetBytes = 64 * 1024;
+constexpr int64_t kXTileMinBytes = 16 * 1024;
 constexpr size_t kDefaultSmemLimit = 48 * 1024;  // above this a kernel needs cudaFuncSetAttribute
 
 // ---------------------------------------------------------------------------------------------------
@@ -650,7 +654,8 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   // ring leaves of the device's shared memory.
   const size_t ring = ring_bytes(cfg, w.dtype), limit = smem_optin_limit();
   HELIUM_CUDA_REQUIRE("matmul", decode_config_fits(cfg, w.dtype, limit));
-  const int64_t budget = std::min<int64_t>(kXTileBudgetBytes, static_cast<int64_t>(limit - ring - kFixedSmemBytes));
+  const int64_t wanted = std::min(kXTileBudgetBytes, std::max(kXTileMinBytes, 4 * round_bytes));
+  const int64_t budget = std::min<int64_t>(wanted, static_cast<int64_t>(limit - ring - kFixedSmemBytes));
   const int64_t max_tile_rounds = std::max<int64_t>(1, budget / round_bytes);
   const int64_t tiles = std::max<int64_t>(1, (rounds + max_tile_rounds - 1) / max_tile_rounds);
   p.tile_rounds = static_cast<int>(std::max<int64_t>(1, (rounds + tiles - 1) / tiles));
