@@ -16,6 +16,7 @@ struct RunOptions {
   std::string model;
   std::string prompt;
   bool chat = false;
+  std::string system;  // --system: with --chat, a system message first
   int max_new_tokens = 256;
   uint64_t seed = 0;
   float temperature = 0.7f;

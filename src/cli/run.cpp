@@ -4,21 +4,22 @@
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "engine/memory_plan.h"
+#include "server/prompt_renderer.h"
 
 namespace helium::cli {
 namespace {
 
-// Formats one user message with the chat markers the tokenizer has. The full Jinja chat templates are
-// rendered by the server's chat layer; here the two marker families of the supported models suffice.
-Result<std::string> single_turn_chat(const Tokenizer& tok, const std::string& user) {
-  if (tok.token_to_id("<|im_start|>") && tok.token_to_id("<|im_end|>"))
-    return "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
-  if (tok.token_to_id("<|start_header_id|>") && tok.token_to_id("<|eot_id|>")) {
-    std::string bos = tok.token_to_id("<|begin_of_text|>") ? "<|begin_of_text|>" : "";
-    return bos + "<|start_header_id|>user<|end_header_id|>\n\n" + user +
-           "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
-  }
-  return Status::error("--chat: this tokenizer has neither ChatML nor Llama 3 chat markers");
+// One user turn (after an optional system message) rendered by the model's own chat template, as
+// `helium serve` renders a conversation: the prompt tokens, with the assistant's turn next.
+Result<std::vector<int32_t>> chat_prompt(const Engine& e, const std::string& system, const std::string& user) {
+  const server::ServedModel model = server::describe_engine_model(e, "");
+  const server::PromptRenderer renderer(model);
+  if (!renderer.has_template()) return Status::error("--chat: " + renderer.template_error());
+  server::Conversation conversation;
+  if (!system.empty()) conversation.messages.push_back({.role = "system", .content = system});
+  conversation.messages.push_back({.role = "user", .content = user});
+  HELIUM_ASSIGN_OR_RETURN(server::RenderedPrompt rendered, renderer.render(conversation));
+  return std::move(rendered.tokens);
 }
 
 }  // namespace
@@ -33,7 +34,8 @@ void add_run_command(CLI::App& app, RunOptions& o) {
                   "(downloaded on first use); default: the embedded model");
   run->add_flag("--offline", o.offline, "Never touch the network: use the Hugging Face cache only (also HF_HUB_OFFLINE=1)");
   run->add_option("-p,--prompt", o.prompt, "Prompt text")->required();
-  run->add_flag("--chat", o.chat, "Wrap the prompt as one user turn of the model's chat format");
+  run->add_flag("--chat", o.chat, "Render the prompt as one user turn with the model's chat template");
+  run->add_option("--system", o.system, "With --chat: a system message before the user turn");
   run->add_option("-n,--max-tokens", o.max_new_tokens, "Tokens to generate at most")->check(CLI::NonNegativeNumber);
   run->add_option("--seed", o.seed, "Random seed (the token at position t uses philox(seed, t))");
   // Sampling flags not given take the model's generation_config.json values, then these defaults.
@@ -77,17 +79,21 @@ int run_command(const RunOptions& o) {
   for (const auto& w : e.checkpoint().warnings) std::cerr << "helium: warning: " << w << "\n";
   auto plan = plan_for_engine(e, o.model.empty() ? model : o.model, 0, host_memory_bytes());
   if (plan.is_ok()) print_memory_plan(stderr, plan.value());
-  std::string text = o.prompt;
+  GenerationRequest req;
   if (o.chat) {
-    auto chat = single_turn_chat(e.tokenizer(), o.prompt);
+    auto chat = chat_prompt(e, o.system, o.prompt);
     if (!chat.is_ok()) {
       std::cerr << "helium: " << chat.error_message() << "\n";
       return 1;
     }
-    text = chat.value();
+    req.prompt = std::move(chat).value();
+  } else {
+    if (!o.system.empty()) {
+      std::cerr << "helium: --system needs --chat\n";
+      return 1;
+    }
+    req.prompt = e.tokenizer().encode(o.prompt, /*add_special_tokens=*/true);
   }
-  GenerationRequest req;
-  req.prompt = e.tokenizer().encode(text, /*add_special_tokens=*/true);
   req.max_new_tokens = o.max_new_tokens;
   const GenerationConfig& g = e.checkpoint().generation;
   auto given = [&](const char* flag) { return o.command != nullptr && o.command->count(flag) > 0; };

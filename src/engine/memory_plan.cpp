@@ -302,6 +302,7 @@ int64_t dense_activation_bytes(const ModelShape& s, int64_t rows, int64_t contex
   const int64_t max_pages = ceil_div(context, kKvPageSize) + 1;
   return rows * per_row_floats * 4                      // x, xn, q, k, v, attn_out, gate, up
          + std::min(rows, kMaxLogitRows) * s.vocab * 4  // logits
+         + std::min(rows, kMaxLogitRows) * 4            // the logit rows' argmax
          + int64_t{rope_dims / 2} * 4                   // RoPE inverse frequencies
          + rows * 4 * 6 + rows * 8  // tokens, positions, slots, rows, prefixes, logit index; tree masks
          + rows * max_pages * 4;    // block tables

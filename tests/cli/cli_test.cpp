@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "loader/checkpoint.h"
+#include "tokenizer/tokenizer.h"
 
 namespace helium {
 namespace {
@@ -106,6 +107,39 @@ TEST(Cli, SameSeedSameTextDifferentSeedDifferentText) {
   ASSERT_EQ(a.code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);  // the thread count changes nothing
   EXPECT_NE(a.out, c.out);
+}
+
+// The ids after "prompt ids:" in --show-ids output.
+std::vector<int32_t> prompt_ids(const std::string& err) {
+  std::vector<int32_t> ids;
+  auto at = err.find("prompt ids:");
+  if (at == std::string::npos) return ids;
+  std::istringstream line(err.substr(at + 11, err.find('\n', at) - at - 11));
+  int32_t id;
+  while (line >> id) ids.push_back(id);
+  return ids;
+}
+
+// --chat renders the prompt with the model's own chat template (the embedded model's is ChatML), as the
+// server does; --system puts a system turn first and needs --chat.
+TEST(Cli, ChatRendersTheModelsTemplate) {
+  auto tok = Tokenizer::from_dir(std::string(HELIUM_SOURCE_DIR) + "/" + HELIUM_DEFAULT_MODEL);
+  ASSERT_TRUE(tok.is_ok()) << tok.error_message();
+  Output plain = helium("run --chat -p 'Write a loop' -n 2 --temp 0 --show-ids -t 2");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(prompt_ids(plain.err),
+            tok.value()->encode("<|im_start|>user\nWrite a loop<|im_end|>\n<|im_start|>assistant\n", false))
+      << plain.err;
+  Output system = helium("run --chat --system 'Be brief.' -p 'Write a loop' -n 2 --temp 0 --show-ids -t 2");
+  ASSERT_EQ(system.code, 0) << system.err;
+  EXPECT_EQ(prompt_ids(system.err),
+            tok.value()->encode("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWrite a loop<|im_end|>\n"
+                                "<|im_start|>assistant\n",
+                                false))
+      << system.err;
+  Output no_chat = helium("run --system 'Be brief.' -p hi -n 2");
+  EXPECT_EQ(no_chat.code, 1);
+  EXPECT_NE(no_chat.err.find("--system needs --chat"), std::string::npos) << no_chat.err;
 }
 
 TEST(Cli, InfoPrintsArchitectureAndMemoryPlan) {
