@@ -5,8 +5,8 @@
 // and reasoning parsers live beside it in chat/).
 //
 // Rendering is byte-identical to @huggingface/jinja on the real templates the tests carry (Qwen3,
-// Qwen3-Coder, Gemma 3, Llama 3.x, GPT-OSS); jinja_interpreter.h lists where helium follows Python Jinja
-// instead. A parsed template is immutable: render() may run on many threads at once.
+// Qwen3-Coder, Gemma 3, Llama 3.x, GPT-OSS), except where that differs from Python Jinja (what
+// transformers renders with): jinja_interpreter.h lists those points, where helium follows Python. A parsed template is immutable: render() may run on many threads at once.
 #pragma once
 
 #include <memory>

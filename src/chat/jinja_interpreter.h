@@ -17,7 +17,9 @@
 //   - `~` is evaluated tighter than `+`/`-` (Python's precedence);
 //   - Unicode case mapping is per code point (so "ß".upper() stays "ß");
 //   - \r\n and \r line endings in the template are read as \n (jinja_lexer.h);
-//   - `~` writes a list or dict as `{{ }}` does (the reference writes JavaScript's Array.toString).
+//   - values print as Python prints them: `{{ }}`, `~`, `join` and `string` write True/False/None and
+//     lists/dicts as Python's repr (['a', 1], {'k': None}), where the reference writes true/false, ""
+//     and JSON (Qwen3-Coder prints optional parameters' type lists this way: ['string', 'null']).
 #pragma once
 
 #include <optional>

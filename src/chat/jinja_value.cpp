@@ -390,13 +390,125 @@ void append_json(std::string& out, const Value& v, const JsonFormat& format, uin
   }
 }
 
-void append_display(std::string& out, const Value& v) {
+namespace {
+
+// Python's repr of a str: single quotes unless the text has a ' and no ", backslash escapes for the
+// quote, backslash and control characters (\n \r \t, else \xNN), and \xNN / \uNNNN for the non-printable
+// code points a chat template can meet (C1 controls, no-break and soft-hyphen, zero-width marks, line and
+// paragraph separators, the byte-order mark); other text as it is. Malformed UTF-8 bytes pass through.
+void append_python_str_repr(std::string& out, const std::string& s) {
+  const bool has_single = s.find('\'') != std::string::npos, has_double = s.find('"') != std::string::npos;
+  const char quote = has_single && !has_double ? '"' : '\'';
+  auto hex = [&](char prefix, uint32_t cp, int digits) {
+    static const char* kHex = "0123456789abcdef";
+    out.push_back('\\');
+    out.push_back(prefix);
+    for (int shift = 4 * (digits - 1); shift >= 0; shift -= 4) out.push_back(kHex[(cp >> shift) & 0xf]);
+  };
+  out.push_back(quote);
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if (c == '\\') {
+        out += "\\\\";
+      } else if (c == static_cast<unsigned char>(quote)) {
+        out.push_back('\\');
+        out.push_back(quote);
+      } else if (c == '\n') {
+        out += "\\n";
+      } else if (c == '\r') {
+        out += "\\r";
+      } else if (c == '\t') {
+        out += "\\t";
+      } else if (c < 0x20 || c == 0x7f) {
+        hex('x', c, 2);
+      } else {
+        out.push_back(static_cast<char>(c));
+      }
+      ++i;
+      continue;
+    }
+    // A multi-byte sequence: decode it to test the code point, copy its bytes when printable.
+    const int len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+    if (len == 1 || i + static_cast<size_t>(len) > s.size()) {
+      out.push_back(static_cast<char>(c));
+      ++i;
+      continue;
+    }
+    uint32_t cp = c & (0xffu >> (len + 1));
+    for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + static_cast<size_t>(k)]) & 0x3fu);
+    if ((cp >= 0x80 && cp <= 0xa0) || cp == 0xad) {
+      hex('x', cp, 2);
+    } else if ((cp >= 0x200b && cp <= 0x200f) || cp == 0x2028 || cp == 0x2029 || cp == 0xfeff) {
+      hex('u', cp, 4);
+    } else {
+      out.append(s, i, static_cast<size_t>(len));
+    }
+    i += static_cast<size_t>(len);
+  }
+  out.push_back(quote);
+}
+
+// Python's repr of a value inside a list or dict.
+void append_python_repr(std::string& out, const Value& v, uint32_t depth) {
+  // Namespaces are mutable and may contain themselves; the depth bound turns a cycle into an error.
+  if (depth > kMaxValueDepth) throw JinjaError("value nested deeper than " + std::to_string(kMaxValueDepth));
   switch (v.kind()) {
     case Value::Kind::kUndefined:
     case Value::Kind::kNone:
+      out += "None";
       return;
     case Value::Kind::kBool:
-      out += v.as_bool() ? "true" : "false";
+      out += v.as_bool() ? "True" : "False";
+      return;
+    case Value::Kind::kInt:
+      out += std::to_string(v.as_int());
+      return;
+    case Value::Kind::kFloat:
+      out += float_repr(v.as_float());
+      return;
+    case Value::Kind::kString:
+      append_python_str_repr(out, v.as_string());
+      return;
+    case Value::Kind::kList: {
+      const auto& items = v.as_list();
+      out.push_back('[');
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i > 0) out += ", ";
+        append_python_repr(out, items[i], depth + 1);
+      }
+      out.push_back(']');
+      return;
+    }
+    case Value::Kind::kDict:
+    case Value::Kind::kNamespace: {
+      const auto& entries = v.entries().entries;
+      out.push_back('{');
+      for (size_t i = 0; i < entries.size(); ++i) {
+        if (i > 0) out += ", ";
+        append_python_str_repr(out, entries[i].first);
+        out += ": ";
+        append_python_repr(out, entries[i].second, depth + 1);
+      }
+      out.push_back('}');
+      return;
+    }
+    case Value::Kind::kCallable:
+      throw JinjaError("cannot print a callable ('" + std::string(v.as_callable().name()) + "')");
+  }
+}
+
+}  // namespace
+
+void append_display(std::string& out, const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::kUndefined:
+      return;
+    case Value::Kind::kNone:
+      out += "None";
+      return;
+    case Value::Kind::kBool:
+      out += v.as_bool() ? "True" : "False";
       return;
     case Value::Kind::kInt:
       out += std::to_string(v.as_int());
@@ -409,12 +521,9 @@ void append_display(std::string& out, const Value& v) {
       return;
     case Value::Kind::kList:
     case Value::Kind::kDict:
-    case Value::Kind::kNamespace: {
-      JsonFormat format;
-      format.undefined_as_null = false;
-      append_json(out, v, format);
+    case Value::Kind::kNamespace:
+      append_python_repr(out, v, 0);
       return;
-    }
     case Value::Kind::kCallable:
       throw JinjaError("cannot print a callable ('" + std::string(v.as_callable().name()) + "')");
   }

@@ -169,8 +169,9 @@ std::string_view type_name(const Value& v);
 // Python's repr of a float (shortest round-trip digits, "1.0", "1e-05", "1e+16", "inf", "nan").
 std::string float_repr(double f);
 
-// How `{{ value }}` prints: undefined and none print nothing, booleans "true"/"false", floats as
-// float_repr, lists/dicts/namespaces as JSON (undefined members as `undefined`), as the reference does.
+// How `{{ value }}` prints, as Python Jinja (and so transformers) prints it: undefined prints nothing,
+// none "None", booleans "True"/"False", floats as float_repr, lists/dicts/namespaces as Python's repr
+// (['a', 1, True, None], {'k': 'v'}; strings quoted and escaped as Python does).
 void append_display(std::string& out, const Value& v);
 std::string display_string(const Value& v);
 

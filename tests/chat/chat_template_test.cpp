@@ -72,7 +72,7 @@ TEST(ChatTemplateTest, InputsReachTheTemplateAsTransformersPassesThem) {
   inputs.extra = nlohmann::ordered_json::parse(R"({"custom": "x", "strftime_now": "2024-07-26T08:05:09"})");
   const Result<std::string> out = chat->render(inputs);
   ASSERT_TRUE(out.is_ok()) << out.error_message();
-  EXPECT_EQ(*out, "<s>|</s>|false|true|1|x|26 Jul 2024 08:05:09|true");
+  EXPECT_EQ(*out, "<s>|</s>|False|True|1|x|26 Jul 2024 08:05:09|True");
 }
 
 TEST(ChatTemplateTest, ExtraVariablesReplaceTheStandardOnes) {

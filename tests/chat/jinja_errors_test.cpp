@@ -199,7 +199,7 @@ TEST(JinjaLimitTest, SelfReferentialNamespaceCannotRecurseForever) {
   ASSERT_TRUE(parsed.is_ok());
   const Result<std::string> rendered = parsed->render({});
   ASSERT_TRUE(rendered.is_ok()) << rendered.error_message();
-  EXPECT_EQ(*rendered, "true");
+  EXPECT_EQ(*rendered, "True");
 }
 
 // With small limits (the interpreter's own API), an endless loop stops after its budget.

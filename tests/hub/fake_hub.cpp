@@ -104,10 +104,14 @@ FakeHub::FakeHub() : server_(std::make_unique<httplib::Server>()) {
             if (*sent >= cut) return false;  // close the connection mid-file
             n = std::min<size_t>(n, static_cast<size_t>(cut - *sent));
           }
-          sink.write(shared->data() + offset, n);
           *sent += static_cast<int64_t>(n);
-          std::lock_guard<std::mutex> lock(mutex_);
-          bytes_served_[path] += static_cast<int64_t>(n);
+          {
+            // Counted before the write: a client that has every byte must never read a smaller count
+            // (counting after the write raced with tests that check the count as soon as pull returns).
+            std::lock_guard<std::mutex> lock(mutex_);
+            bytes_served_[path] += static_cast<int64_t>(n);
+          }
+          sink.write(shared->data() + offset, n);
           return true;
         },
         [this](bool) { --active_; });
