@@ -123,7 +123,7 @@ class Interpreter {
   };
 
   void append_output(std::string& out, const Value& v) {
-    if (v.is_none() || v.is_undefined()) return;  // the reference prints nothing for both
+    if (v.is_undefined()) return;  // none prints "None", as in Python Jinja (the reference prints nothing)
     append_display(out, v);
     context_.check_string_size(out.size());
   }

@@ -19,7 +19,8 @@
 //   - \r\n and \r line endings in the template are read as \n (jinja_lexer.h);
 //   - values print as Python prints them: `{{ }}`, `~`, `join` and `string` write True/False/None and
 //     lists/dicts as Python's repr (['a', 1], {'k': None}), where the reference writes true/false, ""
-//     and JSON (Qwen3-Coder prints optional parameters' type lists this way: ['string', 'null']).
+//     and JSON (Qwen3-Coder prints optional parameters' type lists this way: ['string', 'null']); only
+//     undefined prints nothing.
 #pragma once
 
 #include <optional>

@@ -5,8 +5,7 @@
 // reference lacks or gets wrong, whose expected strings are Python Jinja's (transformers' environment).
 // Rendering every case with Python Jinja (jinja2 3.1) gives these strings except where a case documents
 // the reference's semantics Python lacks or raises on (the `keys` filter, `str + int`, undefined
-// attribute chains, `generation` tags, a dict `is iterable`, `d.get(missing)`/`default` giving undefined
-// rather than None, `none == undefined`).
+// attribute chains, `generation` tags, a dict `is iterable`, `none == undefined`).
 #include "chat/jinja_interpreter.h"
 
 #include <gtest/gtest.h>
@@ -125,7 +124,7 @@ const Case kReferenceCases[] = {
      "{{ undefined_var|default('d') }}|{{ ''|default('e') }}|{{ ''|default('e', true) }}|{{ "
      "none|default('n') }}|"
      "{{ 0|default(5, boolean=true) }}",
-     "{}", "d||e||5"},
+     "{}", "d||e|None|5"},
     {"items_keys_values", "{{ d|items|list }}|{{ d|keys|join(',') }}|{{ d|values|join(',') }}",
      R"({"d": {"x": 1, "y": "z"}})", R"([['x', 1], ['y', 'z']]|x,y|1,z)"},
     {"selectattr_rejectattr_map",
@@ -172,7 +171,7 @@ const Case kReferenceCases[] = {
     {"dict_methods",
      "{{ d.get('a') }}{{ d.get('z', 'def') }}[{{ d.get('z') }}]|{{ d.keys()|join }}{{ d.values()|join }}|"
      "{% for k, v in d.items() %}{{ k }}{{ v }}{% endfor %}",
-     R"({"d": {"a": 1, "b": 2}})", "1def[]|ab12|a1b2"},
+     R"({"d": {"a": 1, "b": 2}})", "1def[None]|ab12|a1b2"},
     {"slicing",
      "{{ [1,2,3,4,5][1:3] }}{{ [1,2,3,4,5][::-1] }}{{ [1,2,3,4,5][-2:] }}{{ 'hello'[1:4] }}{{ 'hello'[::2] }}"
      "{{ [1,2,3][-1] }}{{ 'abc'[-1] }}{{ [1,2,3][5] }}{{ [1,2,3,4,5][3:1:-1] }}",
@@ -185,7 +184,7 @@ const Case kReferenceCases[] = {
     {"truthiness",
      "{{ [] or 'empty' }}|{{ {} or 'e2' }}|{{ 0 or 'zero' }}|{{ '' or 's' }}|{{ 'a' and 'b' }}|{{ x and 1 }}|"
      "{{ [0] and 'list' }}",
-     R"({"x": null})", "empty|e2|zero|s|b||list"},
+     R"({"x": null})", "empty|e2|zero|s|b|None|list"},
     {"negated_tests", "{{ 'a' is not string }}{{ x is not defined }}{{ not x is defined }}", "{}",
      "FalseTrueTrue"},
     {"string_escapes", R"({{ 'a\tb\n\'q\' "dq" \u00e9 \x41 \\' }})", "{}", "a\tb\n'q' \"dq\" é A \\"},
