@@ -501,32 +501,12 @@ void append_python_repr(std::string& out, const Value& v, uint32_t depth) {
 }  // namespace
 
 void append_display(std::string& out, const Value& v) {
-  switch (v.kind()) {
-    case Value::Kind::kUndefined:
-      return;
-    case Value::Kind::kNone:
-      out += "None";
-      return;
-    case Value::Kind::kBool:
-      out += v.as_bool() ? "True" : "False";
-      return;
-    case Value::Kind::kInt:
-      out += std::to_string(v.as_int());
-      return;
-    case Value::Kind::kFloat:
-      out += float_repr(v.as_float());
-      return;
-    case Value::Kind::kString:
-      out += v.as_string();
-      return;
-    case Value::Kind::kList:
-    case Value::Kind::kDict:
-    case Value::Kind::kNamespace:
-      append_python_repr(out, v, 0);
-      return;
-    case Value::Kind::kCallable:
-      throw JinjaError("cannot print a callable ('" + std::string(v.as_callable().name()) + "')");
+  if (v.is_undefined()) return;  // the only value that prints nothing
+  if (v.is_string()) {
+    out += v.as_string();  // str() of a string is the string itself; everything else prints as its repr
+    return;
   }
+  append_python_repr(out, v, 0);
 }
 
 std::string display_string(const Value& v) {

@@ -54,15 +54,6 @@ bool gpu_present() {
 #endif
 }
 
-std::string with_commas(int64_t n) {
-  std::string s = std::to_string(n), out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i > 0 && (s.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(s[i]);
-  }
-  return out;
-}
-
 std::string billions(int64_t n) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f B", static_cast<double>(n) / 1e9);

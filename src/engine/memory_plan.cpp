@@ -37,15 +37,6 @@ std::string gb(int64_t bytes) {
   return format_bytes(static_cast<double>(bytes));
 }
 
-std::string with_commas(int64_t n) {
-  std::string s = std::to_string(n), out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i > 0 && (s.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(s[i]);
-  }
-  return out;
-}
-
 std::string recurrent_name(const RecurrentFacts& r) {
   return r.kind == "gated_deltanet" ? "Gated DeltaNet" : r.kind == "mamba2" ? "Mamba-2" : r.kind;
 }

@@ -6,6 +6,15 @@
 
 namespace helium {
 
+std::string with_commas(int64_t n) {
+  std::string s = std::to_string(n), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i > 0 && (s.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
 std::string format_bytes(double bytes) {
   const char* units[] = {"B", "kB", "MB", "GB", "TB"};
   int u = 0;

@@ -17,6 +17,8 @@ namespace helium {
 
 // "1.50 GB", "512.0 MB", "17 B": decimal units, as download sizes are quoted on the Hub.
 std::string format_bytes(double bytes);
+// "32,768": an integer with thousands separators.
+std::string with_commas(int64_t n);
 // "3m07s", "1h02m", "42s"; "?" when unknown (negative).
 std::string format_duration(double seconds);
 // One progress line: "[#####-----] 1.50 GB / 3.00 GB  50%  120.0 MB/s  ETA 12s" (bar only when bar_width >

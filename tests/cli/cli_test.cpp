@@ -49,12 +49,13 @@ std::string quote(const std::string& s) {
 
 std::string model_dir(const std::string& name) { return std::string(HELIUM_SOURCE_DIR) + "/tests/data/models/" + name; }
 
-// The ids after "generated ids:" in --show-ids output.
-std::vector<int32_t> generated_ids(const std::string& err) {
+// The ids after `label` ("prompt ids:", "generated ids:") in --show-ids output.
+std::vector<int32_t> ids_after(const std::string& err, const std::string& label) {
   std::vector<int32_t> ids;
-  auto at = err.find("generated ids:");
+  auto at = err.find(label);
   if (at == std::string::npos) return ids;
-  std::istringstream line(err.substr(at + 14, err.find('\n', at) - at - 14));
+  at += label.size();
+  std::istringstream line(err.substr(at, err.find('\n', at) - at));
   int32_t id;
   while (line >> id) ids.push_back(id);
   return ids;
@@ -81,7 +82,7 @@ TEST_P(CliGolden, RunReproducesTheReferenceGreedyContinuation) {
     Output o = helium("run -m " + quote(dir) + " -p " + quote(prompts[i].get<std::string>()) +
                       " --temp 0 --ignore-eos -n 32 --show-ids -t 2");
     ASSERT_EQ(o.code, 0) << o.err;
-    EXPECT_EQ(generated_ids(o.err), expected) << GetParam() << " prompt " << i << "\n" << o.err;
+    EXPECT_EQ(ids_after(o.err, "generated ids:"), expected) << GetParam() << " prompt " << i << "\n" << o.err;
     EXPECT_NE(o.err.find("tok/s"), std::string::npos);
   }
 }
@@ -109,17 +110,6 @@ TEST(Cli, SameSeedSameTextDifferentSeedDifferentText) {
   EXPECT_NE(a.out, c.out);
 }
 
-// The ids after "prompt ids:" in --show-ids output.
-std::vector<int32_t> prompt_ids(const std::string& err) {
-  std::vector<int32_t> ids;
-  auto at = err.find("prompt ids:");
-  if (at == std::string::npos) return ids;
-  std::istringstream line(err.substr(at + 11, err.find('\n', at) - at - 11));
-  int32_t id;
-  while (line >> id) ids.push_back(id);
-  return ids;
-}
-
 // --chat renders the prompt with the model's own chat template (the embedded model's is ChatML), as the
 // server does; --system puts a system turn first and needs --chat.
 TEST(Cli, ChatRendersTheModelsTemplate) {
@@ -127,12 +117,12 @@ TEST(Cli, ChatRendersTheModelsTemplate) {
   ASSERT_TRUE(tok.is_ok()) << tok.error_message();
   Output plain = helium("run --chat -p 'Write a loop' -n 2 --temp 0 --show-ids -t 2");
   ASSERT_EQ(plain.code, 0) << plain.err;
-  EXPECT_EQ(prompt_ids(plain.err),
+  EXPECT_EQ(ids_after(plain.err, "prompt ids:"),
             tok.value()->encode("<|im_start|>user\nWrite a loop<|im_end|>\n<|im_start|>assistant\n", false))
       << plain.err;
   Output system = helium("run --chat --system 'Be brief.' -p 'Write a loop' -n 2 --temp 0 --show-ids -t 2");
   ASSERT_EQ(system.code, 0) << system.err;
-  EXPECT_EQ(prompt_ids(system.err),
+  EXPECT_EQ(ids_after(system.err, "prompt ids:"),
             tok.value()->encode("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWrite a loop<|im_end|>\n"
                                 "<|im_start|>assistant\n",
                                 false))
