@@ -2,6 +2,7 @@
 // missing tensor, wrong shape, inconsistent head counts, unsupported options.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -152,13 +153,26 @@ TEST(ModelForward, BadBatchesAreRefused) {
   EXPECT_NE(model.value()->forward(bad_token, kv.value()->layers(), one).message().find("outside the vocabulary"),
             std::string::npos);
 
-  // The model still works afterwards.
+  // Output buffers of the wrong size are refused by name.
   kv.value()->free_sequence(s2);
   int32_t s3 = kv.value()->new_sequence();
   Batch good;
   good.add(1, 0, s3, true);
   ASSERT_TRUE(kv.value()->plan(good).is_ok());
-  EXPECT_TRUE(model.value()->forward(good, kv.value()->layers(), one).is_ok());
+  std::vector<float> short_logits(vocab - 1);
+  EXPECT_NE(model.value()->forward(good, kv.value()->layers(), short_logits).message().find("logits buffer has the wrong size"),
+            std::string::npos);
+  std::vector<int32_t> two_ids(2);
+  EXPECT_NE(model.value()
+                ->forward(good, kv.value()->layers(), ForwardOutputs{{}, two_ids})
+                .message()
+                .find("argmax buffer has the wrong size"),
+            std::string::npos);
+
+  // The model still works afterwards, and its argmax is the greedy token of its logits.
+  int32_t greedy = -1;
+  ASSERT_TRUE(model.value()->forward(good, kv.value()->layers(), ForwardOutputs{one, std::span<int32_t>(&greedy, 1)}).is_ok());
+  EXPECT_EQ(greedy, std::max_element(one.begin(), one.end()) - one.begin());
 }
 
 }  // namespace
