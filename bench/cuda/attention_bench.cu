@@ -302,6 +302,21 @@ int run(const Options& opt) {
   c.attention_small_end = small_end;
   c.attention_medium_end = medium_end;
 
+  // Keys and values loaded without an L2 hint (HELIUM_CUDA_KV_POLICY=normal) and with evict_first (the
+  // default), 1 row.
+  std::printf("\ndecode attention, 1 row, us per call: keys and values unhinted / evict_first (default):\n");
+  std::vector<std::array<double, 3>> kv_policy;
+  const bool kv_default = c.kv_evict_first;
+  for (int64_t context : {int64_t{1024}, int64_t{8192}, int64_t{32768}}) {
+    c.kv_evict_first = false;
+    const double plain = time_decode(c, 1, context, static_cast<int32_t>(context), replays).us;
+    c.kv_evict_first = true;
+    const double first = time_decode(c, 1, context, static_cast<int32_t>(context), replays).us;
+    c.kv_evict_first = kv_default;
+    std::printf("  %7lld %9.1f %9.1f\n", static_cast<long long>(context), plain, first);
+    kv_policy.push_back({static_cast<double>(context), plain, first});
+  }
+
   const PrefillResult p = time_prefill(c, 4096, opt.quick ? 3 : 11);
   std::printf("\nprefill attention, 4096 rows (one causal prompt), Qwen3-8B shape, BF16 cache:\n");
   std::printf("  %.3f ms per layer, %.0f TFLOP/s, %.1f ms for %d layers\n", p.ms, p.tflops, p.ms * kLayers, kLayers);
@@ -320,6 +335,10 @@ int run(const Options& opt) {
     for (size_t i = 0; i < sweep.size(); ++i)
       j << (i ? ", " : "") << "{\"context\": " << sweep[i].context << ", \"p64\": " << sweep[i].us[0]
         << ", \"p128\": " << sweep[i].us[1] << ", \"p256\": " << sweep[i].us[2] << "}";
+    j << "], \"kv_policy_us\": [";
+    for (size_t i = 0; i < kv_policy.size(); ++i)
+      j << (i ? ", " : "") << "{\"context\": " << kv_policy[i][0] << ", \"normal\": " << kv_policy[i][1]
+        << ", \"evict_first\": " << kv_policy[i][2] << "}";
     j << "], \"prefill\": {\"rows\": " << p.rows << ", \"ms_per_layer\": " << p.ms << ", \"tflops\": " << p.tflops
       << ", \"ms_36_layers\": " << p.ms * kLayers << "}}";
     FILE* f = std::fopen(opt.json_path.c_str(), "w");

@@ -42,6 +42,24 @@ run() {  # run NAME TIMEOUT COMMAND...: logs the command, its output and its exi
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee -a "$LOG"
+
+# CHECK_SWEEP="name:VAR=value+VAR=value name2:..." times the decode (1K and 32K, 256 tokens, one run) under
+# each setting of the environment, before the tests: for choosing defaults among kernel and policy
+# variants. Results in $OUT/sweep.json (one line per variant).
+if [ -n "${CHECK_SWEEP:-}" ]; then
+  for variant in $CHECK_SWEEP; do
+    name=${variant%%:*}
+    settings=${variant#*:}
+    [ "$settings" = "$variant" ] && settings=""
+    env_args=()
+    IFS='+' read -r -a pairs <<<"$settings"
+    for kv in "${pairs[@]}"; do [ -n "$kv" ] && env_args+=("$kv"); done
+    run "sweep_$name" 120 env "${env_args[@]}" "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b \
+      --contexts "${SWEEP_CONTEXTS:-1024,32768}" --tokens 256 --runs 1 --prefill 0 --json "/tmp/sweep_$name.json"
+    python3 -c "import json,sys; d=json.load(open('/tmp/sweep_$name.json')); print(json.dumps({'variant': '$name', 'settings': '$settings', 'tok_s': {str(x['context']): round(x['tok_s'], 2) for x in d['decode']}}))" >>"$OUT/sweep.json" 2>>"$LOG"
+  done
+  cat "$OUT/sweep.json" | tee -a "$LOG"
+fi
 run cuda_matmul_test 150 "$BIN/cuda_matmul_test" --gtest_output=json:"$OUT/tests.json"
 run cuda_attention_test 200 "$BIN/cuda_attention_test" --gtest_brief=1
 run cuda_fused_test 60 "$BIN/cuda_fused_test" --gtest_brief=1
@@ -52,6 +70,12 @@ run kv_test 30 "$BIN/kv_test" --gtest_brief=1
 run sanitizer 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/models_test" \
   --gtest_filter='*GreedyContinuationMatchesTransformers/cuda_tiny_qwen3*'
 run bench_decode 240 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --json "$OUT/decode.json"
+# CHECK_LEAN=1: the attention benchmark only after this (no comparisons, profile or matmul benchmark).
+if [ "${CHECK_LEAN:-0}" = 1 ]; then
+  run bench_attention 90 "$BIN/helium_bench_cuda_attention" --json "$OUT/attention.json"
+  grep -E "^=== .*exit" "$LOG"
+  exit 0
+fi
 # Comparisons, one run each: programmatic dependent launch off; greedy tokens from copied logits (host).
 HELIUM_CUDA_PDL=0 run bench_decode_nopdl 150 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024,8192,32768 --runs 1 --json "$OUT/decode_nopdl.json"
 run bench_decode_host_argmax 60 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --runs 1 --prefill 0 --host-argmax 1

@@ -77,6 +77,7 @@ struct AttentionArgs {
   int max_keys;      // a row with more keys traps (decode: the grid covers max_keys positions)
   int n_partitions;  // decode: gridDim.x of the partition kernels
   int small_end, medium_end;  // partition_keys' thresholds (Context)
+  bool evict_first;           // decode: keys and values loaded with the L2 evict_first policy
 };
 
 
@@ -160,6 +161,12 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src),
                "r"(valid ? 16 : 0)
+               : "memory");
+}
+// The same under an L2 policy (stream_policy): keys and values read once per step.
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(shared_address(dst)),
+               "l"(src), "r"(valid ? 16 : 0), "l"(policy)
                : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -289,10 +296,13 @@ __global__ void __launch_bounds__(kDecodeThreads, 3)
   float* s_m = reinterpret_cast<float*>(smem + Tr::kRingBytes + Tr::kScoreBytes + Tr::kSlotBytes);
   float* s_l = s_m + kGroup;
 
-  const int part = blockIdx.x, row = blockIdx.z;
+  // Head groups vary fastest in the grid: the blocks resident together read all the KV heads of the same
+  // keys, so each key's whole K (and V) row of the cache (n_kv_heads · head_dim values) is fetched at about
+  // the same time instead of one head's 1/n_kv_heads slice of many rows.
+  const int part = blockIdx.y, row = blockIdx.z;
   const int passes = a.group / kGroup;
-  const int kv_head = blockIdx.y / passes;
-  const int head0 = kv_head * a.group + (blockIdx.y % passes) * kGroup;
+  const int kv_head = blockIdx.x / passes;
+  const int head0 = kv_head * a.group + (blockIdx.x % passes) * kGroup;
   const RowKeys rk = row_keys(a, row);
   const int part_keys = partition_keys(rk.n_keys, a.small_end, a.medium_end);
   const int p0 = part * part_keys;
@@ -326,6 +336,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 3)
 
   const int n_chunks = (n + Tr::kChunkKeys - 1) / Tr::kChunkKeys;
   const int total_chunks = 2 * n_chunks;  // K chunks, then V chunks
+  const uint64_t policy = stream_policy(a.evict_first);
   auto issue_chunk = [&](int c) {
     const bool is_v = c >= n_chunks;
     const int key0 = (is_v ? c - n_chunks : c) * Tr::kChunkKeys;
@@ -337,7 +348,8 @@ __global__ void __launch_bounds__(kDecodeThreads, 3)
       const int kr = piece / Tr::kPiecesPerKey, pc = piece % Tr::kPiecesPerKey;
       const bool valid = key0 + kr < n;
       const T* src = valid ? cache + s_offset[key0 + kr] + pc * Tr::kVec : cache;
-      cp_async_16(stage + kr * kHeadDim + pc * Tr::kVec, src, valid);
+      if (a.evict_first) cp_async_16(stage + kr * kHeadDim + pc * Tr::kVec, src, valid, policy);
+      else cp_async_16(stage + kr * kHeadDim + pc * Tr::kVec, src, valid);
     }
   };
 #pragma unroll
@@ -935,7 +947,7 @@ void launch_decode_partition(const Context& c, const AttentionArgs& a) {
   auto kernel = attention_decode_partition<T, kHeadDim, kGroup>;
   HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(Tr::kSmemBytes)));
-  const dim3 grid(a.n_partitions, a.n_kv_heads * (a.group / kGroup), a.rows);
+  const dim3 grid(a.n_kv_heads * (a.group / kGroup), a.n_partitions, a.rows);
   launch(c, kernel, grid, kDecodeThreads, Tr::kSmemBytes, a);
 }
 
@@ -1091,6 +1103,7 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
     a.max_keys = layout.max_keys;
     a.small_end = c.attention_small_end;
     a.medium_end = c.attention_medium_end;
+    a.evict_first = c.kv_evict_first;
     const int64_t parts = decode_partitions(layout.max_keys, a.small_end, a.medium_end);
     const int64_t partial_floats = rows * shape.n_heads * parts;
     HELIUM_CUDA_REQUIRE(op, c.attention_scratch != nullptr &&

@@ -64,6 +64,12 @@ struct Context {
   // overrides them at backend creation (0,0: 256-key partitions everywhere), for comparisons.
   int attention_small_end = kDefaultPartitionSmallEnd;
   int attention_medium_end = kDefaultPartitionMediumEnd;
+  // Weights in the decode matmul are read once per step: loaded with the L2 evict_first policy, they leave
+  // the cache to what is read again (activations, keys and values). On unless HELIUM_CUDA_STREAM_POLICY=normal
+  // (cuda_backend.cu has the measurement).
+  bool stream_evict_first = true;
+  // The same for decode attention's keys and values: on unless HELIUM_CUDA_KV_POLICY=normal.
+  bool kv_evict_first = true;
 };
 
 // Every kernel starts with this: under programmatic dependent launch it blocks until the previous
@@ -130,6 +136,19 @@ void argmax_rows(const Context& c, const Tensor& x, const Tensor& out);
 void copy_rows(const Context& c, const Tensor& x, const Tensor& src, const Tensor& dst);
 void fill_random(const Context& c, const Tensor& t, uint64_t seed, float offset, float scale);
 
+// The L2 policy operand of cp.async's cache hint for data read once per step: evict_first when
+// c.stream_evict_first was passed as `evict_first`, evict_normal otherwise.
+__device__ __forceinline__ uint64_t stream_policy(bool evict_first) {
+  uint64_t policy = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if (evict_first) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  else asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
+#else
+  (void)evict_first;
+#endif
+  return policy;
+}
+
 // Scratch the attention kernels need for a configuration; CudaBackend reserves the maximum at creation.
 size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context,
                                 int small_end = kDefaultPartitionSmallEnd, int medium_end = kDefaultPartitionMediumEnd);
@@ -141,8 +160,9 @@ size_t matmul_scratch_bytes(int max_rows, int64_t max_k);
 
 // Bumped whenever the decode kernel changes in a way that can change which configuration is fastest
 // or how it is timed (the tuning cache is keyed by it). 2: weights staged through a shared-memory ring of
-// cp.async copies; 3: candidates timed over weight copies larger than the L2 (cold, as in a forward).
-inline constexpr int kMatmulDecodeKernelRevision = 3;
+// cp.async copies; 3: candidates timed over weight copies larger than the L2 (cold, as in a forward);
+// 4: weights loaded with the L2 evict_first policy (Context::stream_evict_first).
+inline constexpr int kMatmulDecodeKernelRevision = 4;
 
 // Launch configuration of the decode kernel (rows 1..kMaxDecodeRows) for one (n, k, w dtype) shape.
 // k_warps alone decides the reduction order (32 · k_warps interleaved slices of k, see matmul.cu), so it

@@ -125,11 +125,19 @@ struct WeightChunk<float> {
   __device__ static float at(const void* w, int64_t i) { return static_cast<const float*>(w)[i]; }
 };
 
-// 16 bytes global -> shared without registers; zero-filled when !valid (src is then never read).
-__device__ __forceinline__ void copy_async_16(void* smem, const void* gmem, bool valid) {
+// 16 bytes global -> shared without registers; zero-filled when !valid (src is then never read). With
+// `hinted`, under an L2 policy (stream_policy: evict_first by default). Without evict_first no hint is
+// given at all: on the H200 an explicit evict_normal policy (on these loads and decode attention's) ran
+// the 1K decode at 162.9 tok/s against 184.6 unhinted (docs/benchmarks.md, fourth session).
+__device__ __forceinline__ void copy_async_16(void* smem, const void* gmem, bool valid, bool hinted, uint64_t policy) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
+  if (hinted)
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(dst), "l"(gmem),
+                 "r"(src_bytes), "l"(policy)
+                 : "memory");
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
 }
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
@@ -167,6 +175,7 @@ struct DecodeParams {
   int64_t row_groups;     // ceil(rows / RT)
   int64_t feature_blocks;  // ceil(n / (feature_warps · FT)): items = row_groups · feature_blocks
   int tile_rounds;         // rounds of chunks per x tile (aligned kernel)
+  bool evict_first;        // w loaded with the L2 evict_first policy (Context::stream_evict_first)
 };
 
 __device__ __forceinline__ void store_output(const DecodeParams& p, int64_t row, int64_t feature, float v) {
@@ -220,6 +229,7 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
   float* row_scale = partial + kRmsLanes;  // [RT]: kRmsNorm's scale of each row
   // [RIF][FT · kVecs][blockDim] 16-byte slots: consecutive threads own consecutive slots.
   uint4* ring = reinterpret_cast<uint4*>(smem + RT * 2 * tile_chunks) + (kRmsLanes + kMaxRowTile) / 4;
+  const uint64_t policy = stream_policy(p.evict_first);
 
   // The first feature of this warp in the block's iter-th item (n - 1 bounds the address of features past n).
   auto item_feature0 = [&](int64_t iter) {
@@ -240,7 +250,8 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
 #pragma unroll
         for (int v = 0; v < kVecs; ++v)
           copy_async_16(&ring[(slot * FT * kVecs + f * kVecs + v) * blockDim.x + threadIdx.x],
-                        w_row + (static_cast<int64_t>(c) * kChunk * sizeof(WT) + v * 16), true);
+                        w_row + (static_cast<int64_t>(c) * kChunk * sizeof(WT) + v * 16), true, p.evict_first,
+                          policy);
       }
     }
     copy_async_commit();
@@ -627,6 +638,7 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   p.k = shape.k;
   p.feature_warps = cfg.feature_warps;
   p.k_warps = cfg.k_warps;
+  p.evict_first = c.stream_evict_first;
 
   if (!decode_vector_loads_ok(x, w, shape.k)) {
     HELIUM_CUDA_REQUIRE("matmul", xin.xform == kNone);  // fused callers check decode_vector_loads_ok first

@@ -1,10 +1,12 @@
 // tests/backend/cuda/fused_test.cpp — the CUDA backend's fused ops (backend.h: rms_norm_matmul_split,
 // swiglu_matmul_add, qk_norm_rope_kv_write) are bitwise the unfused sequences they stand for, on the
 // decode path (rows <= kMaxDecodeRows, where the kernels fuse) and past it (where they fall back), and
-// with the environment's programmatic dependent launch on or off. Skips without a CUDA device.
+// with the environment's programmatic dependent launch on or off; and the backend's environment switches
+// refuse malformed values by name. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -230,6 +232,35 @@ TEST_F(CudaFusedTest, ArgmaxRowsIsTheCpuRule) {
       std::memcpy(&v, &got[static_cast<size_t>(r) * 4], 4);
       EXPECT_EQ(v, expected[static_cast<size_t>(r)]) << "row " << r << " of " << count;
     }
+  }
+}
+
+// The backend's environment switches refuse malformed values by name at creation (a typo must not
+// silently fall back to a default), and take the documented ones.
+TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  CudaBackendOptions options;
+  options.max_rows = 8;
+  options.max_context = 1024;
+  options.max_k = 1024;
+  const struct {
+    const char* name;
+    const char* bad;
+    const char* good;
+  } cases[] = {{"HELIUM_CUDA_STREAM_POLICY", "sideways", "normal"},
+               {"HELIUM_CUDA_KV_POLICY", "last", "first"},
+               {"HELIUM_CUDA_ATTN_PARTITIONS", "64", "0,0"}};
+  for (const auto& c : cases) {
+    ASSERT_EQ(setenv(c.name, c.bad, 1), 0);
+    auto refused = CudaBackend::create(options);
+    EXPECT_FALSE(refused.is_ok()) << c.name << "=" << c.bad;
+    if (!refused.is_ok()) {
+      EXPECT_NE(refused.status().message().find(c.name), std::string::npos) << refused.status().message();
+    }
+    ASSERT_EQ(setenv(c.name, c.good, 1), 0);
+    auto taken = CudaBackend::create(options);
+    EXPECT_TRUE(taken.is_ok()) << c.name << "=" << c.good << ": " << (taken.is_ok() ? "" : taken.status().message());
+    unsetenv(c.name);
   }
 }
 
