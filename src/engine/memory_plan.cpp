@@ -478,6 +478,20 @@ void split_moe_layers(const ConfigReader& r, ModelShape& s) {
   }
 }
 
+// The routed experts' sizes: the expert count (under `experts_key`), experts per token and their
+// intermediate size; then the dense MLP layers' intermediate size when the model has any.
+Status read_moe_sizes(const ConfigReader& r, const char* experts_key, ModelShape& s) {
+  HELIUM_ASSIGN_OR_RETURN(int64_t experts, r.integer(experts_key));
+  HELIUM_ASSIGN_OR_RETURN(int64_t active, r.integer("num_experts_per_tok"));
+  HELIUM_ASSIGN_OR_RETURN(s.moe.intermediate, r.integer("moe_intermediate_size"));
+  s.moe.experts = static_cast<int>(experts);
+  s.moe.active = static_cast<int>(active);
+  if (s.ffn.layers > 0) {
+    HELIUM_ASSIGN_OR_RETURN(s.ffn.intermediate, r.integer("intermediate_size"));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<ModelShape> model_shape_from_config(const nlohmann::json& config, const std::string& origin) {
@@ -498,14 +512,7 @@ Result<ModelShape> model_shape_from_config(const nlohmann::json& config, const s
     s.attention.layers = s.layers;
     if (f == "qwen3_moe") {
       split_moe_layers(r, s);
-      HELIUM_ASSIGN_OR_RETURN(int64_t experts, r.integer("num_experts"));
-      HELIUM_ASSIGN_OR_RETURN(int64_t active, r.integer("num_experts_per_tok"));
-      HELIUM_ASSIGN_OR_RETURN(s.moe.intermediate, r.integer("moe_intermediate_size"));
-      s.moe.experts = static_cast<int>(experts);
-      s.moe.active = static_cast<int>(active);
-      if (s.ffn.layers > 0) {
-        HELIUM_ASSIGN_OR_RETURN(s.ffn.intermediate, r.integer("intermediate_size"));
-      }
+      HELIUM_RETURN_IF_ERROR(read_moe_sizes(r, "num_experts", s));
     } else {
       s.ffn.layers = s.layers;
       HELIUM_ASSIGN_OR_RETURN(s.ffn.intermediate, r.integer("intermediate_size"));
@@ -548,15 +555,9 @@ Result<ModelShape> model_shape_from_config(const nlohmann::json& config, const s
     s.mtp_layers = static_cast<int>(r.integer_or("mtp_num_hidden_layers", 0));
     if (r.integer_or("num_experts", 0) > 0) {
       split_moe_layers(r, s);
-      s.moe.experts = static_cast<int>(r.integer_or("num_experts", 0));
-      HELIUM_ASSIGN_OR_RETURN(int64_t active, r.integer("num_experts_per_tok"));
-      s.moe.active = static_cast<int>(active);
-      HELIUM_ASSIGN_OR_RETURN(s.moe.intermediate, r.integer("moe_intermediate_size"));
+      HELIUM_RETURN_IF_ERROR(read_moe_sizes(r, "num_experts", s));
       s.moe.shared_intermediate = r.integer_or("shared_expert_intermediate_size", 0);
       s.moe.shared_experts = s.moe.shared_intermediate > 0 ? 1 : 0;
-      if (s.ffn.layers > 0) {
-        HELIUM_ASSIGN_OR_RETURN(s.ffn.intermediate, r.integer("intermediate_size"));
-      }
     } else {
       s.ffn.layers = s.layers;
       HELIUM_ASSIGN_OR_RETURN(s.ffn.intermediate, r.integer("intermediate_size"));
@@ -609,20 +610,15 @@ Result<ModelShape> model_shape_from_config(const nlohmann::json& config, const s
     const std::string act =
         config.value("mlp_hidden_act", std::string("relu2")) == "relu2" ? "relu2" : "swiglu";
     if (s.moe.layers > 0) {
-      HELIUM_ASSIGN_OR_RETURN(int64_t experts, r.integer("n_routed_experts"));
-      HELIUM_ASSIGN_OR_RETURN(int64_t active, r.integer("num_experts_per_tok"));
-      HELIUM_ASSIGN_OR_RETURN(s.moe.intermediate, r.integer("moe_intermediate_size"));
-      s.moe.experts = static_cast<int>(experts);
-      s.moe.active = static_cast<int>(active);
+      HELIUM_RETURN_IF_ERROR(read_moe_sizes(r, "n_routed_experts", s));
       s.moe.shared_experts = static_cast<int>(r.integer_or("n_shared_experts", 1));
       s.moe.shared_intermediate = r.integer_or("moe_shared_expert_intermediate_size", 0);
       if (s.moe.shared_intermediate == 0) s.moe.shared_experts = 0;
       s.moe.activation = act;
-    }
-    if (s.ffn.layers > 0) {
+    } else if (s.ffn.layers > 0) {
       HELIUM_ASSIGN_OR_RETURN(s.ffn.intermediate, r.integer("intermediate_size"));
-      s.ffn.activation = act;
     }
+    if (s.ffn.layers > 0) s.ffn.activation = act;
     return s;
   }
 
@@ -634,14 +630,7 @@ Result<ModelShape> model_shape_from_config(const nlohmann::json& config, const s
     const int64_t dense = std::clamp<int64_t>(r.integer_or("first_k_dense_replace", 0), 0, layers);
     s.ffn.layers = static_cast<int>(dense);
     s.moe.layers = static_cast<int>(layers - dense);
-    if (dense > 0) {
-      HELIUM_ASSIGN_OR_RETURN(s.ffn.intermediate, r.integer("intermediate_size"));
-    }
-    HELIUM_ASSIGN_OR_RETURN(int64_t experts, r.integer("num_experts"));
-    HELIUM_ASSIGN_OR_RETURN(int64_t active, r.integer("num_experts_per_tok"));
-    HELIUM_ASSIGN_OR_RETURN(s.moe.intermediate, r.integer("moe_intermediate_size"));
-    s.moe.experts = static_cast<int>(experts);
-    s.moe.active = static_cast<int>(active);
+    HELIUM_RETURN_IF_ERROR(read_moe_sizes(r, "num_experts", s));
     s.moe.shared_experts = static_cast<int>(r.integer_or("num_shared_experts", 0));
     s.moe.shared_intermediate = s.moe.shared_experts > 0 ? s.moe.intermediate : 0;
     return s;

@@ -171,7 +171,8 @@ Sha256::Sha256(Implementation implementation)
 #endif
 }
 
-void Sha256::update(const void* data, size_t bytes) {
+template <class Compress>
+void HashBlocks::consume(const void* data, size_t bytes, Compress&& compress) {
   const auto* p = static_cast<const uint8_t*>(data);
   total_bytes_ += bytes;
   if (buffered_ > 0) {
@@ -181,18 +182,22 @@ void Sha256::update(const void* data, size_t bytes) {
     p += take;
     bytes -= take;
     if (buffered_ < 64) return;
-    compress_(state_.data(), buffer_.data(), 1);
+    compress(buffer_.data(), size_t{1});
     buffered_ = 0;
   }
-  compress_(state_.data(), p, bytes / 64);
+  if (bytes >= 64) compress(p, bytes / 64);
   p += bytes / 64 * 64;
   bytes %= 64;
   std::memcpy(buffer_.data(), p, bytes);
   buffered_ = bytes;
 }
 
+void Sha256::update(const void* data, size_t bytes) {
+  blocks_.consume(data, bytes, [this](const uint8_t* b, size_t count) { compress_(state_.data(), b, count); });
+}
+
 std::string Sha256::hex_digest() {
-  const uint64_t total = total_bytes_;
+  const uint64_t total = blocks_.total_bytes();
   pad_and_finish(*this, total);
   return to_hex(state_.data(), 8);
 }
@@ -234,25 +239,13 @@ void Sha1::compress(const uint8_t* block) {
 }
 
 void Sha1::update(const void* data, size_t bytes) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  total_bytes_ += bytes;
-  if (buffered_ > 0) {
-    const size_t take = std::min(bytes, 64 - buffered_);
-    std::memcpy(buffer_.data() + buffered_, p, take);
-    buffered_ += take;
-    p += take;
-    bytes -= take;
-    if (buffered_ < 64) return;
-    compress(buffer_.data());
-    buffered_ = 0;
-  }
-  for (; bytes >= 64; p += 64, bytes -= 64) compress(p);
-  std::memcpy(buffer_.data(), p, bytes);
-  buffered_ = bytes;
+  blocks_.consume(data, bytes, [this](const uint8_t* b, size_t count) {
+    for (; count > 0; --count, b += 64) compress(b);
+  });
 }
 
 std::string Sha1::hex_digest() {
-  const uint64_t total = total_bytes_;
+  const uint64_t total = blocks_.total_bytes();
   pad_and_finish(*this, total);
   return to_hex(state_.data(), 5);
 }

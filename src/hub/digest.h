@@ -13,6 +13,20 @@
 
 namespace helium {
 
+// The 64-byte block buffering both hashes share: consume() hands the whole blocks of the stream so far to
+// a compression function and keeps the rest for the next call (digest.cpp).
+class HashBlocks {
+ public:
+  template <class Compress>  // compress(const uint8_t* blocks, size_t count)
+  void consume(const void* data, size_t bytes, Compress&& compress);
+  uint64_t total_bytes() const { return total_bytes_; }
+
+ private:
+  std::array<uint8_t, 64> buffer_{};
+  size_t buffered_ = 0;
+  uint64_t total_bytes_ = 0;
+};
+
 class Sha256 {
  public:
   // Auto: the x86 SHA extensions when the CPU has them (several times faster), else portable C++.
@@ -28,9 +42,7 @@ class Sha256 {
  private:
   void (*compress_)(uint32_t* state, const uint8_t* blocks, size_t count);
   std::array<uint32_t, 8> state_;
-  std::array<uint8_t, 64> buffer_{};
-  size_t buffered_ = 0;
-  uint64_t total_bytes_ = 0;
+  HashBlocks blocks_;
 };
 
 class Sha1 {
@@ -44,9 +56,7 @@ class Sha1 {
  private:
   void compress(const uint8_t* block);
   std::array<uint32_t, 5> state_;
-  std::array<uint8_t, 64> buffer_{};
-  size_t buffered_ = 0;
-  uint64_t total_bytes_ = 0;
+  HashBlocks blocks_;
 };
 
 // SHA-256 of the first `bytes` bytes of a file (the whole file when bytes < 0), read in 4 MiB pieces.

@@ -118,6 +118,11 @@ class StreamWriter {
   const ResponseContext& context() const { return context_; }
   // What the hooks emitted since the last call (for writers that build their own heartbeat).
   std::string take_events() { return take(); }
+  // How OpenAI streams (chat and legacy completions) end: the chunk with the finish reason; when the
+  // request asked for usage, `usage_chunk` with empty choices and `usage`; then [DONE]. A failure: the
+  // error object, then [DONE].
+  void end_openai_stream(const Json& finish_chunk, Json usage_chunk, Json usage);
+  void fail_openai_stream(const ApiError& error);
 
  private:
   std::string take() {

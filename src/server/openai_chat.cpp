@@ -197,19 +197,9 @@ class ChatStreamWriter final : public StreamWriter {
   }
   void close_block(Block) override {}
   void write_finish(const Completion& c) override {
-    emit("", chunk(Json::object(), chat_finish_reason(c.reason)));
-    if (context().request->include_usage) {
-      Json usage_chunk = chunk(Json::object());
-      usage_chunk["choices"] = Json::array();
-      usage_chunk["usage"] = chat_usage(c);
-      emit("", usage_chunk);
-    }
-    emit_raw("data: [DONE]\n\n");
+    end_openai_stream(chunk(Json::object(), chat_finish_reason(c.reason)), chunk(Json::object()), chat_usage(c));
   }
-  void write_failure(const ApiError& error) override {
-    emit("", error.body(ApiFlavor::kOpenAI));
-    emit_raw("data: [DONE]\n\n");
-  }
+  void write_failure(const ApiError& error) override { fail_openai_stream(error); }
 
   std::string id_;
   int tool_index_ = 0;

@@ -78,19 +78,9 @@ class CompletionsStreamWriter final : public StreamWriter {
   void block_delta(Block, const std::string& delta) override { emit("", chunk(delta)); }
   void close_block(Block) override {}
   void write_finish(const Completion& c) override {
-    emit("", chunk("", completion_finish_reason(c.reason)));
-    if (context().request->include_usage) {
-      Json usage_chunk = chunk("");
-      usage_chunk["choices"] = Json::array();
-      usage_chunk["usage"] = completion_usage(c);
-      emit("", usage_chunk);
-    }
-    emit_raw("data: [DONE]\n\n");
+    end_openai_stream(chunk("", completion_finish_reason(c.reason)), chunk(""), completion_usage(c));
   }
-  void write_failure(const ApiError& error) override {
-    emit("", error.body(ApiFlavor::kOpenAI));
-    emit_raw("data: [DONE]\n\n");
-  }
+  void write_failure(const ApiError& error) override { fail_openai_stream(error); }
 
   std::string id_;
 };

@@ -109,4 +109,19 @@ void StreamWriter::close_open_block() {
   close_block(block);
 }
 
+void StreamWriter::end_openai_stream(const Json& finish_chunk, Json usage_chunk, Json usage) {
+  emit("", finish_chunk);
+  if (context().request->include_usage) {
+    usage_chunk["choices"] = Json::array();
+    usage_chunk["usage"] = std::move(usage);
+    emit("", usage_chunk);
+  }
+  emit_raw("data: [DONE]\n\n");
+}
+
+void StreamWriter::fail_openai_stream(const ApiError& error) {
+  emit("", error.body(ApiFlavor::kOpenAI));
+  emit_raw("data: [DONE]\n\n");
+}
+
 }  // namespace helium::server
