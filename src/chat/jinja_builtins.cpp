@@ -924,8 +924,8 @@ bool apply_test(Test test, const Value& operand, const CallArgs& args) {
       return operand.is_float();
     case Test::kMapping:
       return operand.is_dict();
-    case Test::kIterable:
-      return operand.is_list() || operand.is_string();
+    case Test::kIterable:  // what a for loop takes (Python: anything with __iter__)
+      return operand.is_list() || operand.is_string() || operand.is_dict();
     case Test::kSequence:
       return operand.is_list() || operand.is_string() || operand.is_dict();
     case Test::kLower:

@@ -189,9 +189,9 @@ bool dicts_equal(const Value& a, const Value& b, bool (*equal)(const Value&, con
 
 bool loose_equal(const Value& a, const Value& b) {
   using Kind = Value::Kind;
-  const bool a_null = a.is_none() || a.is_undefined();
-  const bool b_null = b.is_none() || b.is_undefined();
-  if (a_null || b_null) return a_null && b_null;
+  // None equals only None and undefined only undefined, as in Python Jinja (JavaScript's null == undefined
+  // does not carry over).
+  if (a.is_none() || a.is_undefined() || b.is_none() || b.is_undefined()) return a.kind() == b.kind();
   if (is_numeric_like(a) && is_numeric_like(b)) return numbers_equal(a, b);
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {

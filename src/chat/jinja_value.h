@@ -151,8 +151,8 @@ class Value {
 // are false; namespaces and callables are true.
 bool truthy(const Value& v);
 
-// `==` as the reference evaluates it: numbers (and booleans as 0/1) by value, strings by content,
-// none == undefined (a JavaScript `null == undefined` the reference keeps), lists and dicts by content
+// `==`: numbers (and booleans as 0/1) by value, strings by content, none only to none and undefined only
+// to undefined (Python; the reference keeps JavaScript's null == undefined), lists and dicts by content
 // (Python; the reference compares identity), callables and namespaces by identity.
 bool loose_equal(const Value& a, const Value& b);
 // `in`, `equalto` and `unique` as the reference evaluates them (JavaScript ===): like loose_equal, but
