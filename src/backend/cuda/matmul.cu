@@ -25,8 +25,12 @@
 // prefill call (host time only, a few microseconds against a GEMM of hundreds).
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <span>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.cuh"
@@ -539,6 +543,39 @@ size_t smem_optin_limit() {
   return static_cast<size_t>(bytes);
 }
 
+// The host work a decode launch needs, done once per (device, kernel, threads, shared memory): the
+// kernel's dynamic shared-memory opt-in (raised when a launch needs more) and its resident blocks per
+// multiprocessor, which sizes the persistent grid. Done on every launch, these calls cost the tuner's
+// back-to-back timing launches several microseconds of host time each, as long as the small kernels
+// themselves (captured graphs paid them once).
+int prepare_decode_kernel(void (*kernel)(DecodeParams), int threads, size_t smem) {
+  struct Key {
+    int device;
+    void (*kernel)(DecodeParams);
+    int threads;
+    size_t smem;
+    bool operator<(const Key& o) const {
+      return std::tie(device, kernel, threads, smem) < std::tie(o.device, o.kernel, o.threads, o.smem);
+    }
+  };
+  static std::mutex mutex;
+  static std::map<Key, int> resident;                                 // blocks per multiprocessor
+  static std::map<std::pair<int, void (*)(DecodeParams)>, size_t> opted;  // shared memory opted in to
+  int device = 0;
+  HELIUM_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (smem > kDefaultSmemLimit) {
+    size_t& current = opted[{device, kernel}];
+    if (smem > current) {
+      HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      current = smem;
+    }
+  }
+  const auto [it, fresh] = resident.try_emplace(Key{device, kernel, threads, smem}, 0);
+  if (fresh) HELIUM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&it->second, kernel, threads, smem));
+  return it->second;
+}
+
 // Whether a configuration's ring and one round of x for every row tile fit in a block's shared memory.
 bool decode_config_fits(const MatmulDecodeConfig& cfg, DType w_dtype, size_t limit) {
   return ring_bytes(cfg, w_dtype) + kFixedSmemBytes + min_x_tile_bytes(cfg) <= limit;
@@ -682,14 +719,12 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   const size_t smem = static_cast<size_t>(p.tile_rounds * round_bytes) + kFixedSmemBytes + ring;
   const DecodeKernel kernel = pick_decode_kernel(w.dtype, row_tile, cfg);
   HELIUM_CUDA_REQUIRE("matmul", kernel != nullptr);
-  if (smem > kDefaultSmemLimit)
-    HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   // A persistent grid: as many blocks as fit on the device at once (a multiple of row_groups, so that each
   // block keeps one row group), or fewer when there are fewer items. Which block takes which item changes
   // no arithmetic.
   const int threads = 32 * cfg.feature_warps * cfg.k_warps;
-  int per_sm = 0, sm_count = c.sm_count;
-  HELIUM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+  int sm_count = c.sm_count;
+  const int per_sm = prepare_decode_kernel(kernel, threads, smem);
   if (sm_count <= 0) {
     int device = 0;
     HELIUM_CUDA_CHECK(cudaGetDevice(&device));
