@@ -75,7 +75,7 @@ struct AttentionArgs {
   int page_size, max_pages, n_tables;
   int64_t cache_slots;
   int max_keys;      // a row with more keys traps (decode: the grid covers max_keys positions)
-  int n_partitions;  // decode: gridDim.x of the partition kernels
+  int n_partitions;  // decode: partitions per row (gridDim.y of the tuned partition kernel, .x of the generic)
   int small_end, medium_end;  // partition_keys' thresholds (Context)
   bool evict_first;           // decode: keys and values loaded with the L2 evict_first policy
 };

@@ -545,9 +545,9 @@ size_t smem_optin_limit() {
 
 // The host work a decode launch needs, done once per (device, kernel, threads, shared memory): the
 // kernel's dynamic shared-memory opt-in (raised when a launch needs more) and its resident blocks per
-// multiprocessor, which sizes the persistent grid. Done on every launch, these calls cost the tuner's
-// back-to-back timing launches several microseconds of host time each, as long as the small kernels
-// themselves (captured graphs paid them once).
+// multiprocessor, which sizes the persistent grid. Done on every launch, these calls cost each of the
+// tuner's back-to-back timing launches several microseconds of host time, about as long as a small
+// kernel itself (captured graphs paid them once, at capture).
 int prepare_decode_kernel(void (*kernel)(DecodeParams), int threads, size_t smem) {
   struct Key {
     int device;
