@@ -80,7 +80,6 @@ struct AttentionArgs {
   bool evict_first;           // decode: keys and values loaded with the L2 evict_first policy
 };
 
-
 // ---------------------------------------------------------------------------------------------------
 // Row layout: which cache slot holds the key at each logical position of a row.
 
@@ -163,7 +162,7 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool val
                "r"(valid ? 16 : 0)
                : "memory");
 }
-// The same under an L2 policy (stream_policy): keys and values read once per step.
+// The same under an L2 policy (evict_first_policy): keys and values read once per step.
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid, uint64_t policy) {
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(shared_address(dst)),
                "l"(src), "r"(valid ? 16 : 0), "l"(policy)
@@ -336,7 +335,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 3)
 
   const int n_chunks = (n + Tr::kChunkKeys - 1) / Tr::kChunkKeys;
   const int total_chunks = 2 * n_chunks;  // K chunks, then V chunks
-  const uint64_t policy = stream_policy(a.evict_first);
+  const uint64_t policy = evict_first_policy();
   auto issue_chunk = [&](int c) {
     const bool is_v = c >= n_chunks;
     const int key0 = (is_v ? c - n_chunks : c) * Tr::kChunkKeys;
@@ -1027,17 +1026,13 @@ bool overlaps(const Tensor& a, const Tensor& b) {
   return a0 < b0 + b.bytes() && b0 < a0 + a.bytes();
 }
 
-int64_t decode_partitions(int64_t max_keys, int small_end, int medium_end) {
-  return max_partition_count(max_keys, small_end, medium_end);
-}
-
 }  // namespace
 
 size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context, int small_end,
                                 int medium_end) {
   // Partials of the decode path only: rows <= kMaxDecodeRows, {m, l} + head_dim floats per partition.
   const int64_t rows = std::min(max_rows, kMaxDecodeRows);
-  return static_cast<size_t>(rows * max_heads * decode_partitions(max_context, small_end, medium_end) *
+  return static_cast<size_t>(rows * max_heads * max_partition_count(max_context, small_end, medium_end) *
                              (max_head_dim + 2));
 }
 
@@ -1104,7 +1099,7 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
     a.small_end = c.attention_small_end;
     a.medium_end = c.attention_medium_end;
     a.evict_first = c.kv_evict_first;
-    const int64_t parts = decode_partitions(layout.max_keys, a.small_end, a.medium_end);
+    const int64_t parts = max_partition_count(layout.max_keys, a.small_end, a.medium_end);
     const int64_t partial_floats = rows * shape.n_heads * parts;
     HELIUM_CUDA_REQUIRE(op, c.attention_scratch != nullptr &&
                                 static_cast<size_t>(partial_floats * (shape.head_dim + 2)) <= c.attention_scratch_floats);

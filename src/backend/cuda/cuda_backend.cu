@@ -64,21 +64,19 @@ CudaBackend::~CudaBackend() {
 // 146.3 tok/s at 1K / 8K / 32K against 188.5 / 176.8 / 144.1 without the hint; keys and values evict_first
 // on top 193.3 / 180.9 / 149.6 (decode attention alone at 32K: 54.3 µs against 57.5).
 static Status read_stream_policy(cuda::Context& ctx) {
-  ctx.stream_evict_first = true;
-  ctx.kv_evict_first = true;
-  if (const char* env = std::getenv("HELIUM_CUDA_STREAM_POLICY"); env != nullptr && *env) {
+  // `variable` unset or empty: evict_first; otherwise "first" or "normal".
+  const auto read = [](const char* variable, bool& evict_first) -> Status {
+    evict_first = true;
+    const char* env = std::getenv(variable);
+    if (env == nullptr || *env == '\0') return Status::ok();
     const std::string_view v(env);
     if (v != "first" && v != "normal")
-      return Status::error("HELIUM_CUDA_STREAM_POLICY must be 'first' or 'normal', not '" + std::string(v) + "'");
-    ctx.stream_evict_first = v == "first";
-  }
-  if (const char* env = std::getenv("HELIUM_CUDA_KV_POLICY"); env != nullptr && *env) {
-    const std::string_view v(env);
-    if (v != "first" && v != "normal")
-      return Status::error("HELIUM_CUDA_KV_POLICY must be 'first' or 'normal', not '" + std::string(v) + "'");
-    ctx.kv_evict_first = v == "first";
-  }
-  return Status::ok();
+      return Status::error(std::string(variable) + " must be 'first' or 'normal', not '" + std::string(v) + "'");
+    evict_first = v == "first";
+    return Status::ok();
+  };
+  HELIUM_RETURN_IF_ERROR(read("HELIUM_CUDA_STREAM_POLICY", ctx.stream_evict_first));
+  return read("HELIUM_CUDA_KV_POLICY", ctx.kv_evict_first);
 }
 
 Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOptions& o) {

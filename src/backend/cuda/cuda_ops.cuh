@@ -136,15 +136,12 @@ void argmax_rows(const Context& c, const Tensor& x, const Tensor& out);
 void copy_rows(const Context& c, const Tensor& x, const Tensor& src, const Tensor& dst);
 void fill_random(const Context& c, const Tensor& t, uint64_t seed, float offset, float scale);
 
-// The L2 policy operand of cp.async's cache hint for data read once per step: evict_first when
-// c.stream_evict_first was passed as `evict_first`, evict_normal otherwise.
-__device__ __forceinline__ uint64_t stream_policy(bool evict_first) {
+// The L2 evict_first policy operand of cp.async's cache hint, for data read once per step (the kernels
+// pass it only when Context::stream_evict_first / kv_evict_first is set, and give no hint otherwise).
+__device__ __forceinline__ uint64_t evict_first_policy() {
   uint64_t policy = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if (evict_first) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  else asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
-#else
-  (void)evict_first;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
 #endif
   return policy;
 }

@@ -23,6 +23,12 @@ __device__ __forceinline__ float load_as_f32(const void* p, int64_t i, DType t) 
   }
 }
 
+// A KV-cache element: F32 as it is, or BF16 rounded to nearest even (kv_write and the fused prologue).
+__device__ __forceinline__ void store_cache(void* cache, bool bf16, int64_t i, float value) {
+  if (bf16) static_cast<__nv_bfloat16*>(cache)[i] = __float2bfloat16_rn(value);
+  else static_cast<float*>(cache)[i] = value;
+}
+
 // silu(g) · u as torch computes it in f32 (g / (1 + exp(-g)), IEEE division): the swiglu kernel and the
 // decode matmul's fused staging both use this, so the fused and unfused paths give the same bits.
 __device__ __forceinline__ float silu_mul(float g, float u) { return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u); }

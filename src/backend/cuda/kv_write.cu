@@ -11,14 +11,8 @@ __global__ void kv_write_kernel(const float* k, const float* v, const int32_t* s
   pdl_launch_dependents();
   const int64_t row = blockIdx.y, slot = slots[row];
   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < kv_dim; i += gridDim.x * blockDim.x) {
-    const float kv = k[row * kv_dim + i], vv = v[row * kv_dim + i];
-    if (bf16) {
-      static_cast<__nv_bfloat16*>(k_cache)[slot * kv_dim + i] = __float2bfloat16_rn(kv);
-      static_cast<__nv_bfloat16*>(v_cache)[slot * kv_dim + i] = __float2bfloat16_rn(vv);
-    } else {
-      static_cast<float*>(k_cache)[slot * kv_dim + i] = kv;
-      static_cast<float*>(v_cache)[slot * kv_dim + i] = vv;
-    }
+    store_cache(k_cache, bf16, slot * kv_dim + i, k[row * kv_dim + i]);
+    store_cache(v_cache, bf16, slot * kv_dim + i, v[row * kv_dim + i]);
   }
 }
 

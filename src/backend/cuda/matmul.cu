@@ -130,7 +130,7 @@ struct WeightChunk<float> {
 };
 
 // 16 bytes global -> shared without registers; zero-filled when !valid (src is then never read). With
-// `hinted`, under an L2 policy (stream_policy: evict_first by default). Without evict_first no hint is
+// `hinted`, under the L2 policy `policy` (evict_first_policy, the default). Without evict_first no hint is
 // given at all: on the H200 an explicit evict_normal policy (on these loads and decode attention's) ran
 // the 1K decode at 162.9 tok/s against 184.6 unhinted (docs/benchmarks.md, fourth session).
 __device__ __forceinline__ void copy_async_16(void* smem, const void* gmem, bool valid, bool hinted, uint64_t policy) {
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
   float* row_scale = partial + kRmsLanes;  // [RT]: kRmsNorm's scale of each row
   // [RIF][FT · kVecs][blockDim] 16-byte slots: consecutive threads own consecutive slots.
   uint4* ring = reinterpret_cast<uint4*>(smem + RT * 2 * tile_chunks) + (kRmsLanes + kMaxRowTile) / 4;
-  const uint64_t policy = stream_policy(p.evict_first);
+  const uint64_t policy = evict_first_policy();
 
   // The first feature of this warp in the block's iter-th item (n - 1 bounds the address of features past n).
   auto item_feature0 = [&](int64_t iter) {
@@ -738,11 +738,12 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 
-const MatmulDecodeConfig* find_tuned(const Context& c, int64_t n, int64_t k, DType w_dtype) {
-  if (c.matmul_decode_table == nullptr) return nullptr;
-  for (const MatmulDecodeShapeConfig& e : c.matmul_decode_table->entries)
-    if (e.n == n && e.k == k && e.w_dtype == w_dtype) return &e.config;
-  return nullptr;
+// The configuration a decode launch of this shape uses: the tuned one of this device, else the default.
+MatmulDecodeConfig decode_config_for(const Context& c, const MatmulShape& shape, DType w_dtype) {
+  if (c.matmul_decode_table != nullptr)
+    for (const MatmulDecodeShapeConfig& e : c.matmul_decode_table->entries)
+      if (e.n == shape.n && e.k == shape.k && e.w_dtype == w_dtype) return e.config;
+  return matmul_decode_default_config(shape.n, shape.k, w_dtype);
 }
 
 // ---- cuBLASLt ----
@@ -959,9 +960,7 @@ void matmul(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bi
     run_prefill(c, x, w, bias, y, shape, gemm, plan);
     return;
   }
-  const MatmulDecodeConfig* tuned = find_tuned(c, shape.n, shape.k, w.dtype);
-  launch_decode(c, x, w, bias, std::span<const Tensor>(&y, 1), shape,
-                tuned != nullptr ? *tuned : matmul_decode_default_config(shape.n, shape.k, w.dtype));
+  launch_decode(c, x, w, bias, std::span<const Tensor>(&y, 1), shape, decode_config_for(c, shape, w.dtype));
 }
 
 // Decode rows: the residual add happens in the kernel's store (y read, added, written: the bits of a
@@ -975,9 +974,8 @@ void matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor
     add(c, y, scratch, y);
     return;
   }
-  const MatmulDecodeConfig* tuned = find_tuned(c, shape.n, shape.k, w.dtype);
-  launch_decode(c, x, w, bias, std::span<const Tensor>(&y, 1), shape,
-                tuned != nullptr ? *tuned : matmul_decode_default_config(shape.n, shape.k, w.dtype), /*accumulate=*/true);
+  launch_decode(c, x, w, bias, std::span<const Tensor>(&y, 1), shape, decode_config_for(c, shape, w.dtype),
+                /*accumulate=*/true);
 }
 
 namespace {
@@ -1000,9 +998,7 @@ void launch_split_decode(const Context& c, const Tensor& x, const Tensor& w, con
   }
   Tensor whole_y(ys[0].data, DType::F32, {rows, n});  // shape stand-in for the checks (never written)
   const MatmulShape shape = check_operands("matmul_split", x, w, bias, whole_y);
-  const MatmulDecodeConfig* tuned = find_tuned(c, shape.n, shape.k, w.dtype);
-  launch_decode(c, x, w, bias, ys, shape,
-                tuned != nullptr ? *tuned : matmul_decode_default_config(shape.n, shape.k, w.dtype), false, xin);
+  launch_decode(c, x, w, bias, ys, shape, decode_config_for(c, shape, w.dtype), false, xin);
 }
 
 }  // namespace
@@ -1063,13 +1059,11 @@ void swiglu_matmul_add(const Context& c, const Tensor& gate, const Tensor& up, c
   }
   const MatmulShape shape = check_operands("swiglu_matmul_add", gate, w, bias, y);
   HELIUM_CUDA_REQUIRE("swiglu_matmul_add", !ranges_overlap(y, up));
-  const MatmulDecodeConfig* tuned = find_tuned(c, shape.n, shape.k, w.dtype);
   XInput xin;
   xin.xform = kSwiGLU;
   xin.up = up;
-  launch_decode(c, gate, w, bias, std::span<const Tensor>(&y, 1), shape,
-                tuned != nullptr ? *tuned : matmul_decode_default_config(shape.n, shape.k, w.dtype), /*accumulate=*/true,
-                xin);
+  launch_decode(c, gate, w, bias, std::span<const Tensor>(&y, 1), shape, decode_config_for(c, shape, w.dtype),
+                /*accumulate=*/true, xin);
 }
 
 }  // namespace helium::cuda

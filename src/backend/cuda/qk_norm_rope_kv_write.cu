@@ -10,7 +10,6 @@
 namespace helium::cuda {
 namespace {
 
-
 struct PrologueArgs {
   float* q;                 // (rows, n_heads · head_dim)
   float* k;                 // (rows, n_kv_heads · head_dim)
@@ -28,11 +27,6 @@ struct PrologueArgs {
   void* v_cache;
   bool bf16_cache;
 };
-
-__device__ __forceinline__ void store_cache(void* cache, bool bf16, int64_t i, float value) {
-  if (bf16) static_cast<__nv_bfloat16*>(cache)[i] = __float2bfloat16_rn(value);
-  else static_cast<float*>(cache)[i] = value;
-}
 
 // grid (n_heads + n_kv_heads, rows), 32 threads: block (h, row) does q head h (h < n_heads) or k head
 // h - n_heads together with the same v head.

@@ -8,10 +8,8 @@ namespace {
 __global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   pdl_launch_dependents();
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + expf(-g)) * up[i];
-  }
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = silu_mul(gate[i], up[i]);
 }
 
 }  // namespace
