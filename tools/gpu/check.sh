@@ -70,21 +70,18 @@ run kv_test 30 "$BIN/kv_test" --gtest_brief=1
 run sanitizer 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/models_test" \
   --gtest_filter='*GreedyContinuationMatchesTransformers/cuda_tiny_qwen3*'
 run bench_decode 240 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --json "$OUT/decode.json"
-# CHECK_LEAN=1: the attention benchmark only after this (no comparisons, profile or matmul benchmark).
-if [ "${CHECK_LEAN:-0}" = 1 ]; then
-  run bench_attention 90 "$BIN/helium_bench_cuda_attention" --json "$OUT/attention.json"
-  grep -E "^=== .*exit" "$LOG"
-  exit 0
+# CHECK_LEAN=1 leaves out the comparisons, the profile and the matmul benchmark; CHECK_QUICK=1 the op
+# benchmarks (2 min).
+if [ "${CHECK_LEAN:-0}" != 1 ]; then
+  # Comparisons, one run each: programmatic dependent launch off; greedy tokens from copied logits (host).
+  HELIUM_CUDA_PDL=0 run bench_decode_nopdl 150 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024,8192,32768 --runs 1 --json "$OUT/decode_nopdl.json"
+  run bench_decode_host_argmax 60 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --runs 1 --prefill 0 --host-argmax 1
+  # Where a decode step's time goes: every kernel of a short 1K-context decode timed by Nsight Compute
+  # (clocks left alone), the last step's 258 kernels (Qwen3-8B: 1 + 36 x 7 + 5) summarised by name.
+  run profile 240 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --log-file "$OUT/profile.csv" \
+    "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --tokens 3 --runs 0 --prefill 0
+  run profile_summary 30 python3 tools/gpu/kernel_profile.py "$OUT/profile.csv" --kernels-per-step 258 --json "$OUT/profile.json"
+  [ "${CHECK_QUICK:-0}" = 1 ] || run bench_matmul 120 "$BIN/helium_bench_cuda_matmul" --json "$OUT/matmul.json"
 fi
-# Comparisons, one run each: programmatic dependent launch off; greedy tokens from copied logits (host).
-HELIUM_CUDA_PDL=0 run bench_decode_nopdl 150 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024,8192,32768 --runs 1 --json "$OUT/decode_nopdl.json"
-run bench_decode_host_argmax 60 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --runs 1 --prefill 0 --host-argmax 1
-# Where a decode step's time goes: every kernel of a short 1K-context decode timed by Nsight Compute
-# (clocks left alone), the last step's 258 kernels (Qwen3-8B: 1 + 36 x 7 + 5) summarised by name.
-run profile 240 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --log-file "$OUT/profile.csv" \
-  "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --tokens 3 --runs 0 --prefill 0
-run profile_summary 30 python3 tools/gpu/kernel_profile.py "$OUT/profile.csv" --kernels-per-step 258 --json "$OUT/profile.json"
-if [ "${CHECK_QUICK:-0}" = 1 ]; then grep -E "^=== .*exit" "$LOG"; exit 0; fi  # the op benchmarks below take 2 min
-run bench_matmul 120 "$BIN/helium_bench_cuda_matmul" --json "$OUT/matmul.json"
-run bench_attention 90 "$BIN/helium_bench_cuda_attention" --json "$OUT/attention.json"
+[ "${CHECK_QUICK:-0}" = 1 ] || run bench_attention 90 "$BIN/helium_bench_cuda_attention" --json "$OUT/attention.json"
 grep -E "^=== .*exit" "$LOG"
