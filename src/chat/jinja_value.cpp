@@ -407,44 +407,28 @@ void append_python_str_repr(std::string& out, const std::string& s) {
   };
   out.push_back(quote);
   for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      if (c == '\\') {
-        out += "\\\\";
-      } else if (c == static_cast<unsigned char>(quote)) {
-        out.push_back('\\');
-        out.push_back(quote);
-      } else if (c == '\n') {
-        out += "\\n";
-      } else if (c == '\r') {
-        out += "\\r";
-      } else if (c == '\t') {
-        out += "\\t";
-      } else if (c < 0x20 || c == 0x7f) {
-        hex('x', c, 2);
-      } else {
-        out.push_back(static_cast<char>(c));
-      }
-      ++i;
-      continue;
-    }
-    // A multi-byte sequence: decode it to test the code point, copy its bytes when printable.
-    const int len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-    if (len == 1 || i + static_cast<size_t>(len) > s.size()) {
-      out.push_back(static_cast<char>(c));
-      ++i;
-      continue;
-    }
-    uint32_t cp = c & (0xffu >> (len + 1));
-    for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + static_cast<size_t>(k)]) & 0x3fu);
-    if ((cp >= 0x80 && cp <= 0xa0) || cp == 0xad) {
+    const size_t start = i;
+    const char32_t cp = next_code_point(s, i);
+    if (i - start > 1) {  // a multi-byte sequence: escaped when not printable, else its bytes
+      if ((cp >= 0x80 && cp <= 0xa0) || cp == 0xad) hex('x', cp, 2);
+      else if ((cp >= 0x200b && cp <= 0x200f) || cp == 0x2028 || cp == 0x2029 || cp == 0xfeff) hex('u', cp, 4);
+      else out.append(s, start, i - start);
+    } else if (cp == '\\') {
+      out += "\\\\";
+    } else if (cp == static_cast<unsigned char>(quote)) {
+      out.push_back('\\');
+      out.push_back(quote);
+    } else if (cp == '\n') {
+      out += "\\n";
+    } else if (cp == '\r') {
+      out += "\\r";
+    } else if (cp == '\t') {
+      out += "\\t";
+    } else if (cp < 0x20 || cp == 0x7f) {
       hex('x', cp, 2);
-    } else if ((cp >= 0x200b && cp <= 0x200f) || cp == 0x2028 || cp == 0x2029 || cp == 0xfeff) {
-      hex('u', cp, 4);
     } else {
-      out.append(s, i, static_cast<size_t>(len));
+      out.push_back(s[start]);  // printable ASCII, or a malformed byte as it is
     }
-    i += static_cast<size_t>(len);
   }
   out.push_back(quote);
 }

@@ -264,6 +264,11 @@ const Case kPythonCases[] = {
      "{{ false is false }}{{ [1] is sequence }}{{ 3 is odd }}{{ 2 is even }}{{ 'abc' is lower }}{{ 'ABC' is "
      "upper }}",
      R"({"x": 1, "d": {}})", "TrueTrueTrueTrueTrueTrueTrueTrueTrueFalseTrueTrueTrueTrueTrueTrueTrueTrue"},
+    // Strings inside a list print as Python's repr: the quote that needs no escape, backslash escapes,
+    // hex escapes for non-printable code points, other text as it is.
+    {"python_str_repr", "{{ v }}",
+     R"({"v": ["it's", "a\"b", "a'b\"c", "x\ny\t\\", "\u00a0\u00ad\u200b\u2028é😀", "\u0001\u007f"]})",
+     R"(["it's", 'a"b', 'a\'b"c', 'x\ny\t\\', '\xa0\xad\u200b\u2028é😀', '\x01\x7f'])"},
     {"container_equality",
      "{{ [1, 2] == [1, 2] }} {{ {'a': 1} == {'a': 1} }} {{ none == undefined_thing }} {{ none == none }} "
      "{{ a_thing == undefined_thing }} {{ none != undefined_thing }}",
