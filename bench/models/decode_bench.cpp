@@ -7,13 +7,16 @@
 //
 //   helium_bench_decode [--device cpu|cuda] [--config DIR] [--contexts 1024,8192,32768] [--tokens 512]
 //                       [--prefill 4096] [--chunk ROWS] [--runs 3] [--threads N] [--json PATH]
-//                       [--host-argmax 1]
+//                       [--host-argmax 1] [--sample TEMPERATURE,TOP_P[,TOP_K]]
 // Greedy tokens come from the device's argmax (one id copied per step, as the engine does for greedy
-// requests); --host-argmax 1 copies the logits every step and takes the argmax on the host instead.
+// requests); --host-argmax 1 copies the logits every step and takes the argmax on the host instead;
+// --sample copies them and draws each token on the host with sample_token and philox_uniform(1,
+// position), what the engine does for a sampled request.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +27,8 @@
 #include "kv/kv_cache.h"
 #include "loader/checkpoint.h"
 #include "models/model.h"
+#include "sample/philox.h"
+#include "sample/sampler.h"
 #if HELIUM_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -83,8 +88,16 @@ struct Runner {
                      // device's argmax (Model ForwardOutputs::argmax; what the engine does for greedy)
   std::vector<float> logits;
   int32_t next = 0;  // the greedy token of the last forward
+  std::optional<SamplingParams> sampling = std::nullopt;  // --sample
+  SamplerScratch scratch = {};
 
   Status forward_last(const Batch& b) {
+    if (sampling) {
+      HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), logits));
+      const auto position = static_cast<uint64_t>(b.positions.back()) + 1;  // where the drawn token goes
+      next = sample_token(logits, *sampling, {}, 0, philox_uniform(1, position), scratch);
+      return Status::ok();
+    }
     if (host_argmax) {
       HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), logits));
       next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -127,6 +140,7 @@ int run(int argc, char** argv) {
   int64_t tokens = -1, prefill_tokens = -1;
   int runs = 3, threads = 0, chunk = -1;
   bool host_argmax = false;
+  std::optional<SamplingParams> sampling;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--device") device = v;
@@ -139,6 +153,16 @@ int run(int argc, char** argv) {
     else if (a == "--chunk") chunk = std::stoi(v);
     else if (a == "--json") json_path = v;
     else if (a == "--host-argmax") host_argmax = v == "1";
+    else if (a == "--sample") {
+      SamplingParams sp;
+      int top_k = 0;
+      if (std::sscanf(v.c_str(), "%f,%f,%d", &sp.temperature, &sp.top_p, &top_k) < 2 || sp.temperature <= 0) {
+        std::fprintf(stderr, "--sample wants TEMPERATURE,TOP_P[,TOP_K] with a temperature above 0\n");
+        return 2;
+      }
+      sp.top_k = top_k;
+      sampling = sp;
+    }
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -205,7 +229,8 @@ int run(int argc, char** argv) {
     return 1;
   }
   Model& m = *model.value();
-  Runner runner{m, *kv.value(), *backend, host_argmax, std::vector<float>(static_cast<size_t>(m.info().vocab_size)), 0};
+  Runner runner{m, *kv.value(), *backend, host_argmax, std::vector<float>(static_cast<size_t>(m.info().vocab_size)), 0,
+                sampling};
   const ModelInfo& info = m.info();
   const KvSpec spec = m.kv_spec();
   const WeightInfo* embed = ckpt->weights.find("model.embed_tokens.weight");
@@ -220,7 +245,9 @@ int run(int argc, char** argv) {
                       {"parameters", info.parameters}, {"weight_bytes_per_token", weight_bytes},
                       {"bandwidth_gbps", bandwidth / 1e9}, {"bandwidth_kind", bandwidth_kind},
                       {"kv_dtype", std::string(dtype_name(kv_dtype))}, {"runs", runs},
-                      {"greedy_token", host_argmax ? "host argmax of copied logits" : "device argmax"},
+                      {"greedy_token", sampling      ? "sampled on the host from copied logits (--sample)"
+                                       : host_argmax ? "host argmax of copied logits"
+                                                     : "device argmax"},
                       {"decode", nlohmann::json::array()}};
 
   for (int64_t context : contexts) {

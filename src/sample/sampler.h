@@ -43,6 +43,8 @@ std::string validate_sampling(const SamplingParams& params, int64_t vocab_size);
 struct SamplerScratch {
   std::vector<float> logits;
   std::vector<std::pair<float, int32_t>> candidates;
+  std::vector<std::pair<float, int32_t>> sort_buffer;
+  std::vector<double> probs;
   std::vector<int32_t> counts;
 };
 

@@ -2,8 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <random>
+#include <vector>
 
 namespace helium {
 namespace {
@@ -106,6 +111,96 @@ TEST(Sampler, ValidationNamesTheField) {
   p.logit_bias = {{10, 1.0f}};
   EXPECT_NE(validate_sampling(p, 10).find("logit_bias"), std::string::npos);
   EXPECT_EQ(validate_sampling(SamplingParams(), 10), "");
+}
+
+// The definition of sampling after the logit processors, written plainly: every candidate sorted with
+// std::sort, softmax in double over the whole kept list. sample_token sorts and sums only the candidates
+// that can change a result; it must return the same token for every input.
+int32_t reference_pick(const std::vector<float>& logits, const SamplingParams& p, double u) {
+  std::vector<std::pair<float, int32_t>> c;
+  for (int32_t t = 0; t < static_cast<int32_t>(logits.size()); ++t)
+    if (logits[t] > -std::numeric_limits<float>::infinity()) c.emplace_back(logits[t] / p.temperature, t);
+  if (c.empty()) return 0;
+  auto better = [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; };
+  size_t keep = c.size();
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < keep) {
+    keep = static_cast<size_t>(p.top_k);
+    std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(keep), c.end(), better);
+    c.resize(keep);
+  } else {
+    std::sort(c.begin(), c.end(), better);
+  }
+  std::vector<double> probs(c.size());
+  double total = 0;
+  for (size_t i = 0; i < c.size(); ++i) total += probs[i] = std::exp(static_cast<double>(c[i].first) - c[0].first);
+  for (double& q : probs) q /= total;
+  if (p.top_p < 1.0f) {
+    double cum = 0;
+    size_t n = 0;
+    while (n < probs.size()) {
+      cum += probs[n++];
+      if (cum >= p.top_p) break;
+    }
+    keep = n;
+  } else {
+    keep = probs.size();
+  }
+  if (p.min_p > 0.0f) {
+    const double floor = p.min_p * probs[0];
+    size_t n = 1;
+    while (n < keep && probs[n] >= floor) ++n;
+    keep = n;
+  }
+  double mass = 0;
+  for (size_t i = 0; i < keep; ++i) mass += probs[i];
+  const double target = u * mass;
+  double cum = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    cum += probs[i];
+    if (target < cum) return c[i].second;
+  }
+  return c[keep - 1].second;
+}
+
+TEST(Sampler, SamePicksAsTheFullSortOnEveryKindOfRow) {
+  std::mt19937 rng(7);
+  // u = 1 is outside philox_uniform's range, but it is the one value that walks off the end of the kept
+  // candidates (the last one is the answer), the case in which sample_token must look past its cut.
+  const double u_edges[] = {0.0, 0.5, 0.999, 1.0 - 0x1.0p-53, 1.0};
+  int checked = 0, differing = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int vocab = trial % 50 == 0 ? 151936 : std::uniform_int_distribution<int>(1, 5000)(rng);
+    std::vector<float> logits(vocab);
+    const int kind = trial % 6;
+    const float spread = std::array<float, 4>{0.5f, 3.0f, 10.0f, 40.0f}[trial % 4];
+    std::normal_distribution<float> normal(0.0f, spread);
+    for (float& x : logits) {
+      x = normal(rng);
+      if (kind == 1) x = std::round(x);  // many ties
+      if (kind == 2 && std::uniform_int_distribution<int>(0, 9)(rng) == 0) x = -INFINITY;
+      if (kind == 3 && std::uniform_int_distribution<int>(0, 9)(rng) == 0) x = std::uniform_int_distribution<int>(0, 1)(rng) ? 0.0f : -0.0f;
+      if (kind == 4) x = std::uniform_int_distribution<int>(0, 3)(rng) == 0 ? 30.0f : -30.0f;  // a flat top, a far tail
+    }
+    if (kind == 5) logits[std::uniform_int_distribution<int>(0, vocab - 1)(rng)] = 60.0f;  // one dominant token
+    SamplingParams p;
+    p.temperature = std::array<float, 4>{0.3f, 0.7f, 1.0f, 1.7f}[(trial / 4) % 4];
+    p.top_k = std::array<int, 6>{0, 0, 5, 50, 1000, 1 << 20}[(trial / 16) % 6];
+    p.top_p = std::array<float, 3>{1.0f, 0.95f, 0.5f}[(trial / 3) % 3];
+    p.min_p = std::array<float, 3>{0.0f, 0.05f, 1e-30f}[(trial / 5) % 3];
+    SamplerScratch scratch;
+    std::vector<double> us(u_edges, u_edges + 5);
+    for (int i = 0; i < 5; ++i) us.push_back(std::uniform_real_distribution<double>(0.0, 1.0)(rng));
+    for (double u : us) {
+      const int32_t fast = sample_token(logits, p, {}, 0, u, scratch);
+      const int32_t full = reference_pick(logits, p, u);
+      differing += fast != full;
+      ++checked;
+      EXPECT_EQ(fast, full) << "vocab " << vocab << " kind " << kind << " T " << p.temperature << " top_k " << p.top_k
+                            << " top_p " << p.top_p << " min_p " << p.min_p << " u " << u;
+    }
+  }
+  EXPECT_EQ(checked, 4000);
+  EXPECT_EQ(differing, 0);
 }
 
 TEST(StopStrings, MatchAcrossPiecesAndHoldBackPrefixes) {

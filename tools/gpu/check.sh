@@ -60,16 +60,30 @@ if [ -n "${CHECK_SWEEP:-}" ]; then
   done
   cat "$OUT/sweep.json" | tee -a "$LOG"
 fi
+# The decode matmul configurations the start-up tuner chose on this GPU (what the benchmarks ran).
+python3 - "${HELIUM_CACHE_DIR:-$HOME/.cache/helium}/tune" >>"$LOG" 2>&1 <<'PY'
+import glob, json, sys
+for path in glob.glob(sys.argv[1] + "/*.json"):
+    for e in json.load(open(path)).get("shapes", []):
+        c = e["config"]
+        print(f"tuned {e['n']} x {e['k']}: lane {c['features_per_lane']} x {c['rounds_in_flight']} rounds, "
+              f"warps {c['feature_warps']} x {c['k_warps']} k, {e['us']:.1f} us")
+PY
 run cuda_matmul_test 150 "$BIN/cuda_matmul_test" --gtest_output=json:"$OUT/tests.json"
 run cuda_attention_test 200 "$BIN/cuda_attention_test" --gtest_brief=1
 run cuda_fused_test 60 "$BIN/cuda_fused_test" --gtest_brief=1
 HELIUM_CUDA_PDL=0 run cuda_fused_test_nopdl 60 "$BIN/cuda_fused_test" --gtest_brief=1
+HELIUM_CUDA_MATMUL_TRIGGER=end run cuda_fused_test_late_trigger 60 "$BIN/cuda_fused_test" --gtest_brief=1
 run models_test 120 "$BIN/models_test" --gtest_brief=1
 HELIUM_CUDA_PDL=0 run models_test_nopdl 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
 run kv_test 30 "$BIN/kv_test" --gtest_brief=1
 run sanitizer 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/models_test" \
   --gtest_filter='*GreedyContinuationMatchesTransformers/cuda_tiny_qwen3*'
 run bench_decode 240 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --json "$OUT/decode.json"
+# Sampled decode as the engine runs it today (logits copied each step, the token drawn on the host), with a
+# coding agent's settings: temperature 0.7 and top_p 0.95, then also top_k 20.
+run bench_decode_sampled 90 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --tokens 256 --runs 1 --prefill 0 --sample 0.7,0.95
+run bench_decode_sampled_topk 90 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --tokens 256 --runs 1 --prefill 0 --sample 0.7,0.95,20
 # CHECK_LEAN=1 leaves out the comparisons, the profile and the matmul benchmark; CHECK_QUICK=1 the op
 # benchmarks (2 min).
 if [ "${CHECK_LEAN:-0}" != 1 ]; then

@@ -962,7 +962,8 @@ void launch_decode_partition_dim(const Context& c, const AttentionArgs& a) {
 
 template <typename T>
 void launch_decode(const Context& c, const AttentionArgs& a, bool tuned) {
-  if (tuned) {
+  if (c.omit & kOmitAttention) {
+  } else if (tuned) {
     switch (a.head_dim) {
       case 16: launch_decode_partition_dim<T, 16>(c, a); break;
       case 32: launch_decode_partition_dim<T, 32>(c, a); break;
@@ -975,6 +976,7 @@ void launch_decode(const Context& c, const AttentionArgs& a, bool tuned) {
     launch(c, attention_decode_partition_generic<T>, grid, kGenericThreads, 0, a);
   }
   HELIUM_CUDA_CHECK(cudaGetLastError());
+  if (c.omit & kOmitMerge) return;
   const dim3 grid(a.n_heads, a.rows);
   launch(c, attention_decode_merge, grid, kMergeThreads, (a.n_partitions + kMergeThreads) * sizeof(float), a);
   HELIUM_CUDA_CHECK(cudaGetLastError());

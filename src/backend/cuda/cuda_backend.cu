@@ -79,6 +79,32 @@ static Status read_stream_policy(cuda::Context& ctx) {
   return read("HELIUM_CUDA_KV_POLICY", ctx.kv_evict_first);
 }
 
+// HELIUM_CUDA_OMIT=name,name,... (diagnostic; the model's output is garbage): the named kernels of a decode
+// step are not launched, so that the decode benchmark, with and without each, gives what it costs inside
+// the replayed graph (there is no timeline profiler on the GPU machine). Names: qkv, gate_up, lm_head, o,
+// down, prologue, attention, merge.
+static Status read_omissions(cuda::Context& ctx) {
+  ctx.omit = 0;
+  const char* env = std::getenv("HELIUM_CUDA_OMIT");
+  if (env == nullptr || *env == '\0') return Status::ok();
+  static constexpr std::pair<std::string_view, unsigned> kNames[] = {
+      {"qkv", cuda::kOmitQkv},         {"gate_up", cuda::kOmitGateUp},     {"lm_head", cuda::kOmitLmHead},
+      {"o", cuda::kOmitO},             {"down", cuda::kOmitDown},          {"prologue", cuda::kOmitPrologue},
+      {"attention", cuda::kOmitAttention}, {"merge", cuda::kOmitMerge}};
+  std::string_view rest(env);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view name = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const auto* it = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& e) { return e.first == name; });
+    if (it == std::end(kNames))
+      return Status::error("HELIUM_CUDA_OMIT: unknown kernel '" + std::string(name) +
+                           "' (qkv, gate_up, lm_head, o, down, prologue, attention, merge)");
+    ctx.omit |= it->second;
+  }
+  return Status::ok();
+}
+
 Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOptions& o) {
   const int count = cuda_device_count();
   if (count == 0) return Status::error("no CUDA device is available (no GPU or no driver)");
@@ -108,6 +134,23 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   impl->ctx.max_rows = o.max_rows;
   impl->ctx.max_context = o.max_context;
   HELIUM_RETURN_IF_ERROR(read_stream_policy(impl->ctx));
+  HELIUM_RETURN_IF_ERROR(read_omissions(impl->ctx));
+  // Where the decode matmul lets the next kernel launch: "start" (the default) or "end". On the H200
+  // (Qwen3-8B shape, 256 tokens, one run each; docs/benchmarks.md, fifth session): start 199.7 / 153.7
+  // tok/s at 1K / 32K, end 196.6 / 151.2 (the same tuned configurations); with the configurations the
+  // tuner picks when it times with the early trigger too, 202.7 / 155.0 against 198.0 / 152.6.
+  if (const char* t = std::getenv("HELIUM_CUDA_MATMUL_TRIGGER"); t != nullptr && *t) {
+    const std::string_view v(t);
+    if (v != "start" && v != "end") return Status::error("HELIUM_CUDA_MATMUL_TRIGGER must be 'start' or 'end'");
+    impl->ctx.matmul_early_trigger = v == "start";
+  }
+  // The decode matmul's smallest x tile: 16 KB unless HELIUM_CUDA_XTILE_KB says otherwise (32 / 48 / 64 KB
+  // ran 194.6 / 192.6 / 193.2 tok/s at 1K against 196.6 at 16 KB; the same run).
+  if (const char* t = std::getenv("HELIUM_CUDA_XTILE_KB"); t != nullptr && *t) {
+    const int kb = std::atoi(t);
+    if (kb < 1 || kb > 200) return Status::error("HELIUM_CUDA_XTILE_KB must be 1..200");
+    impl->ctx.x_tile_min_bytes = int64_t{kb} * 1024;
+  }
 
   std::unique_ptr<CudaBackend> backend(new CudaBackend(std::move(impl)));
   Impl& m = *backend->impl_;
@@ -256,6 +299,7 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& bias, T
 }
 
 void CudaBackend::matmul_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor scratch, Tensor y) {
+  if (impl_->ctx.omit & cuda::kOmitO) return;
   cuda::matmul_add(impl_->ctx, x, w, bias, scratch, y);
 }
 
@@ -265,16 +309,20 @@ void CudaBackend::matmul_split(const Tensor& x, const Tensor& w, const Tensor& b
 void CudaBackend::rms_norm_matmul_split(const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
                                         Tensor xn_scratch, const Tensor& w, const Tensor& bias,
                                         std::span<const Tensor> ys) {
+  const unsigned which = ys.size() == 3 ? cuda::kOmitQkv : ys.size() == 2 ? cuda::kOmitGateUp : cuda::kOmitLmHead;
+  if (impl_->ctx.omit & which) return;
   cuda::rms_norm_matmul_split(impl_->ctx, x, norm_w, eps, zero_centred, xn_scratch, w, bias, ys);
 }
 void CudaBackend::swiglu_matmul_add(Tensor gate, const Tensor& up, const Tensor& w, const Tensor& bias, Tensor scratch,
                                     Tensor y) {
+  if (impl_->ctx.omit & cuda::kOmitDown) return;
   cuda::swiglu_matmul_add(impl_->ctx, gate, up, w, bias, scratch, y);
 }
 void CudaBackend::qk_norm_rope_kv_write(Tensor q, Tensor k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
                                         float eps, int n_heads, int n_kv_heads, const Tensor& positions,
                                         const Tensor& inv_freq, const RopeParams& rope, const Tensor& slots,
                                         Tensor k_cache, Tensor v_cache) {
+  if (impl_->ctx.omit & cuda::kOmitPrologue) return;
   cuda::qk_norm_rope_kv_write(impl_->ctx, q, k, v, q_norm, k_norm, eps, n_heads, n_kv_heads, positions, inv_freq, rope,
                               slots, k_cache, v_cache);
 }

@@ -70,6 +70,26 @@ struct Context {
   bool stream_evict_first = true;
   // The same for decode attention's keys and values: on unless HELIUM_CUDA_KV_POLICY=normal.
   bool kv_evict_first = true;
+  // Diagnostic only (HELIUM_CUDA_OMIT, cuda_backend.cu): kernels of a decode step that are not launched, so
+  // that a benchmark can time what each costs inside the replayed graph. The results are garbage.
+  unsigned omit = 0;
+  // The decode matmul lets the next kernel launch (programmatic dependent launch) right after its first
+  // weight rounds are issued, not after its last: the next kernel's blocks take what the matmul's leave of
+  // the multiprocessors and issue their own independent loads early. HELIUM_CUDA_MATMUL_TRIGGER=end for
+  // the old order (cuda_backend.cu has the measurement).
+  bool matmul_early_trigger = true;
+  // The smallest x tile of the decode matmul in bytes (HELIUM_CUDA_XTILE_KB, for comparisons; 0: 16 KB).
+  int64_t x_tile_min_bytes = 0;
+};
+enum OmitBits : unsigned {
+  kOmitQkv = 1u << 0,        // rms_norm_matmul_split into three outputs
+  kOmitGateUp = 1u << 1,     // rms_norm_matmul_split into two
+  kOmitLmHead = 1u << 2,     // rms_norm_matmul_split into one
+  kOmitO = 1u << 3,          // matmul_add
+  kOmitDown = 1u << 4,       // swiglu_matmul_add
+  kOmitPrologue = 1u << 5,   // qk_norm_rope_kv_write
+  kOmitAttention = 1u << 6,  // decode attention's partition kernel
+  kOmitMerge = 1u << 7,      // decode attention's merge kernel
 };
 
 // Every kernel starts with this: under programmatic dependent launch it blocks until the previous

@@ -180,6 +180,7 @@ struct DecodeParams {
   int64_t feature_blocks;  // ceil(n / (feature_warps · FT)): items = row_groups · feature_blocks
   int tile_rounds;         // rounds of chunks per x tile (aligned kernel)
   bool evict_first;        // w loaded with the L2 evict_first policy (Context::stream_evict_first)
+  bool early_trigger;      // the next kernel may launch once the first rounds are issued (Context)
 };
 
 __device__ __forceinline__ void store_output(const DecodeParams& p, int64_t row, int64_t feature, float v) {
@@ -260,35 +261,53 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
     }
     copy_async_commit();
   };
+  // x (with its transform) into the tile. Each thread loads kStageBatch float4s (and their up or norm
+  // weights) before it transforms and stores any of them, so that a tile costs about one L2 round trip
+  // rather than one per float4: the weight stream stalls while x is staged.
   auto stage_x_tile = [&](int first_round) {
+    constexpr int kStageBatch = 4;
     const int64_t first_chunk = static_cast<int64_t>(first_round) * S;
     const int count = RT * tile_chunks * 2;  // float4s
-    for (int i = threadIdx.x; i < count; i += blockDim.x) {
-      const int r = i / (tile_chunks * 2), g = i % (tile_chunks * 2);
-      const int cl = g >> 1, half = g & 1;  // g runs along x's memory: chunk-major, then half
-      const int64_t row = row0 + r, chunk = first_chunk + cl;
-      const bool valid = row < p.rows && chunk < nchunks;
-      const int64_t offset = valid ? row * p.k + chunk * kChunk + half * 4 : 0;
-      float4* dst = &x_tile[(r * 2 + half) * tile_chunks + cl];
-      // Plain loads (not cp.async: the ring's commit groups are counted per thread).
-      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (valid) {
-        v = *reinterpret_cast<const float4*>(p.x + offset);
-        float* e = &v.x;
-        if (p.xform == kNone) {
+    for (int i0 = threadIdx.x; i0 < count; i0 += kStageBatch * blockDim.x) {
+      float4 v[kStageBatch], aux[kStageBatch];  // x; up (kSwiGLU) or the norm weights (kRmsNorm)
+      int64_t col[kStageBatch];
+#pragma unroll
+      for (int b = 0; b < kStageBatch; ++b) {
+        const int i = i0 + b * blockDim.x;
+        const int r = i / (tile_chunks * 2), g = i % (tile_chunks * 2);
+        const int cl = g >> 1, half = g & 1;  // g runs along x's memory: chunk-major, then half
+        const int64_t row = row0 + r, chunk = first_chunk + cl;
+        const bool valid = i < count && row < p.rows && chunk < nchunks;
+        col[b] = valid ? chunk * kChunk + half * 4 : -1;
+        v[b] = aux[b] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (!valid) continue;
+        // Plain loads (not cp.async: the ring's commit groups are counted per thread).
+        const int64_t offset = row * p.k + col[b];
+        v[b] = *reinterpret_cast<const float4*>(p.x + offset);
+        if (p.xform == kSwiGLU) {
+          aux[b] = *reinterpret_cast<const float4*>(p.up + offset);
         } else if (p.xform == kRmsNorm) {
-          const int64_t col = chunk * kChunk + half * 4;
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            e[j] = rms_apply(e[j], row_scale[r], load_as_f32(p.norm_w, col + j, p.norm_dtype), p.zero_centred);
-        } else {
-          const float4 u = *reinterpret_cast<const float4*>(p.up + offset);
-          const float* ue = &u.x;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) e[j] = silu_mul(e[j], ue[j]);
+          aux[b] = make_float4(load_as_f32(p.norm_w, col[b], p.norm_dtype), load_as_f32(p.norm_w, col[b] + 1, p.norm_dtype),
+                               load_as_f32(p.norm_w, col[b] + 2, p.norm_dtype),
+                               load_as_f32(p.norm_w, col[b] + 3, p.norm_dtype));
         }
       }
-      *dst = v;
+#pragma unroll
+      for (int b = 0; b < kStageBatch; ++b) {
+        const int i = i0 + b * blockDim.x;
+        if (i >= count) break;
+        const int r = i / (tile_chunks * 2), g = i % (tile_chunks * 2);
+        float* e = &v[b].x;
+        const float* a = &aux[b].x;
+        if (col[b] >= 0 && p.xform == kRmsNorm) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) e[j] = rms_apply(e[j], row_scale[r], a[j], p.zero_centred);
+        } else if (col[b] >= 0 && p.xform == kSwiGLU) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) e[j] = silu_mul(e[j], a[j]);
+        }
+        x_tile[(r * 2 + (g & 1)) * tile_chunks + (g >> 1)] = v[b];
+      }
     }
   };
 
@@ -300,6 +319,7 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
 #pragma unroll
     for (int u = 0; u < RIF; ++u) issue_round(f0, valid, u, u);
   }
+  if (p.early_trigger) pdl_launch_dependents();
   pdl_wait();
 
   if (p.xform == kRmsNorm) {  // each row's scale, before any tile is staged (tiles need the whole row)
@@ -394,7 +414,7 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
     }
   }
   copy_async_wait_group<0>();  // only empty groups remain; nothing may land after the block exits
-  pdl_launch_dependents();     // every load of w is done: the next kernel may take the SMs
+  if (!p.early_trigger) pdl_launch_dependents();  // every load of w is done: the next kernel may take the SMs
 }
 
 // The same arithmetic for operands the vector kernel cannot load (k % 8 != 0, or x or w not 16-byte
@@ -676,6 +696,7 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   p.feature_warps = cfg.feature_warps;
   p.k_warps = cfg.k_warps;
   p.evict_first = c.stream_evict_first;
+  p.early_trigger = c.matmul_early_trigger;
 
   if (!decode_vector_loads_ok(x, w, shape.k)) {
     HELIUM_CUDA_REQUIRE("matmul", xin.xform == kNone);  // fused callers check decode_vector_loads_ok first
@@ -703,7 +724,8 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   // ring leaves of the device's shared memory.
   const size_t ring = ring_bytes(cfg, w.dtype), limit = smem_optin_limit();
   HELIUM_CUDA_REQUIRE("matmul", decode_config_fits(cfg, w.dtype, limit));
-  const int64_t wanted = std::min(kXTileBudgetBytes, std::max(kXTileMinBytes, 4 * round_bytes));
+  const int64_t min_tile = c.x_tile_min_bytes > 0 ? c.x_tile_min_bytes : kXTileMinBytes;
+  const int64_t wanted = std::min(std::max(kXTileBudgetBytes, min_tile), std::max(min_tile, 4 * round_bytes));
   const int64_t budget = std::min<int64_t>(wanted, static_cast<int64_t>(limit - ring - kFixedSmemBytes));
   const int64_t max_tile_rounds = std::max<int64_t>(1, budget / round_bytes);
   const int64_t tiles = std::max<int64_t>(1, (rounds + max_tile_rounds - 1) / max_tile_rounds);

@@ -249,7 +249,10 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
     const char* good;
   } cases[] = {{"HELIUM_CUDA_STREAM_POLICY", "sideways", "normal"},
                {"HELIUM_CUDA_KV_POLICY", "last", "first"},
-               {"HELIUM_CUDA_ATTN_PARTITIONS", "64", "0,0"}};
+               {"HELIUM_CUDA_ATTN_PARTITIONS", "64", "0,0"},
+               {"HELIUM_CUDA_MATMUL_TRIGGER", "middle", "end"},
+               {"HELIUM_CUDA_XTILE_KB", "lots", "32"},
+               {"HELIUM_CUDA_OMIT", "everything", "merge"}};
   for (const auto& c : cases) {
     ASSERT_EQ(setenv(c.name, c.bad, 1), 0);
     auto refused = CudaBackend::create(options);
