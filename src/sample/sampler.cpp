@@ -1,5 +1,7 @@
 #include "sample/sampler.h"
 
+#include "sample/softmax_terms.h"
+
 #include <algorithm>
 #include <cstring>
 #include <cmath>
@@ -24,6 +26,7 @@ std::string validate_sampling(const SamplingParams& p, int64_t vocab_size) {
 namespace {
 
 using Candidate = std::pair<float, int32_t>;
+constexpr int64_t kRankFirst = 1024;  // candidates ranked before the draw looks for more
 
 // (x desc, id asc), the candidates' total order.
 bool better(const Candidate& a, const Candidate& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; }
@@ -55,55 +58,72 @@ void sort_candidates(std::vector<Candidate>& c, std::vector<Candidate>& tmp) {
   }
 }
 
-// The steps after the candidate list (see sample_token): c in increasing id, all candidates or, when
-// `truncated`, the prefix of their order that the cut kept. Returns -1 when the answer depends on what
-// was cut.
-int32_t pick_sorted(std::vector<Candidate>& c, const SamplingParams& p, double u, bool truncated,
-                    SamplerScratch& s) {
-  size_t keep = c.size();
-  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < keep) {
-    keep = static_cast<size_t>(p.top_k);
-    std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(keep), c.end(), better);
-    c.resize(keep);
-    truncated = false;  // the first top_k of the prefix are the first top_k of the whole order
-  } else {
-    sort_candidates(c, s.sort_buffer);
-  }
-  // Softmax in double over the kept candidates: e[i] = exp(x_i - x_max), summed in order; a probability is
-  // e[i] / total, divided where it is used (only a prefix is, for most settings).
-  const double max_logit = c[0].first;
-  std::vector<double>& e = s.probs;
-  e.resize(c.size());
-  double total = 0;
-  for (size_t i = 0; i < c.size(); ++i) total += e[i] = std::exp(static_cast<double>(c[i].first) - max_logit);
-  auto prob = [&](size_t i) { return e[i] / total; };
-  if (p.top_p < 1.0f) {  // smallest prefix whose mass reaches top_p (at least one token)
+// The softmax total over candidates in increasing id. exp_det is fused multiply-adds only: compiled for
+// FMA hardware where the CPU has it (x86-64 builds do not assume it; without it each fma is a libm call,
+// 7x slower), the same correctly rounded operations either way, so both versions give the same bits.
+double total_in_id_order_generic(std::span<const Candidate> c, float x_max) {
+  TreeSum sum;
+  for (const Candidate& e : c) sum.add(e.second, exp_det(static_cast<double>(e.first) - x_max));
+  return sum.total();
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("fma"))) double total_in_id_order_fma(std::span<const Candidate> c, float x_max) {
+  TreeSum sum;
+  for (const Candidate& e : c) sum.add(e.second, exp_det(static_cast<double>(e.first) - x_max));
+  return sum.total();
+}
+double total_in_id_order(std::span<const Candidate> c, float x_max) {
+  static const bool fma = __builtin_cpu_supports("fma");
+  return fma ? total_in_id_order_fma(c, x_max) : total_in_id_order_generic(c, x_max);
+}
+#else
+double total_in_id_order(std::span<const Candidate> c, float x_max) { return total_in_id_order_generic(c, x_max); }
+#endif
+
+// The draw from the kept candidates' best `c` (sorted, a prefix of `kept` candidates in the candidate order)
+// given the softmax's x_max and total (see sample_token). Returns -1 when the prefix is too short to decide:
+// the caller sorts more of the candidates and asks again.
+int32_t draw_from_prefix(std::span<const Candidate> c, int64_t kept, float x_max, double total, const SamplingParams& p,
+                         double u, std::vector<std::pair<int32_t, double>>& by_id) {
+  const auto len = static_cast<int64_t>(c.size());
+  const bool whole = len == kept;
+  auto prob = [&](int64_t i) { return exp_det(static_cast<double>(c[i].first) - x_max) / total; };
+  int64_t n = kept;  // the drawing set: the first n candidates
+  if (p.top_p < 1.0f) {  // the shortest prefix whose mass reaches top_p (at least one token)
     double cum = 0;
-    size_t n = 0;
-    while (n < e.size()) {
-      cum += prob(n++);
+    int64_t i = 0;
+    while (i < len) {
+      cum += prob(i++);
       if (cum >= p.top_p) break;
     }
-    if (cum < p.top_p && truncated) return -1;
-    keep = n;
-  } else {
-    keep = e.size();
+    if (cum >= p.top_p) n = i;
+    else if (!whole) return -1;
   }
-  if (p.min_p > 0.0f) {
+  if (p.min_p > 0.0f) {  // and of those, the ones with p >= min_p · p_max
     const double floor = p.min_p * prob(0);
-    size_t n = 1;
-    while (n < keep && prob(n) >= floor) ++n;
-    keep = n;
+    int64_t j = 1;
+    while (j < n && j < len && prob(j) >= floor) ++j;
+    if (j == len && j < n) return -1;  // the run may go on past the prefix
+    n = j;
   }
-  double mass = 0;
-  for (size_t i = 0; i < keep; ++i) mass += prob(i);
-  double target = u * mass, cum = 0;
-  for (size_t i = 0; i < keep; ++i) {
+  // The set's mass: 1 when nothing was cut, else its terms summed in the total's tree, over the total.
+  double mass = 1.0;
+  if (n < kept) {
+    by_id.clear();
+    for (int64_t i = 0; i < n; ++i) by_id.emplace_back(c[i].second, exp_det(static_cast<double>(c[i].first) - x_max));
+    std::sort(by_id.begin(), by_id.end());
+    TreeSum sum;
+    for (const auto& [id, term] : by_id) sum.add(id, term);
+    mass = sum.total() / total;
+  }
+  const double target = u * mass;
+  double cum = 0;
+  for (int64_t i = 0; i < std::min(n, len); ++i) {
     cum += prob(i);
     if (target < cum) return c[i].second;
   }
-  if (truncated && keep == c.size()) return -1;  // the last kept candidate may lie past the cut
-  return c[keep - 1].second;
+  if (n > len) return -1;  // the last of the set lies past the prefix
+  return c[n - 1].second;
 }
 
 }  // namespace
@@ -139,44 +159,60 @@ int32_t sample_token(std::span<const float> row, const SamplingParams& p, std::s
     return best;
   }
 
-  // The definition (what every path returns): candidates are the tokens with logit > -inf, valued
-  // x = logit / temperature and ordered by (x desc, id asc), a total order. top_k keeps the first k.
-  // Probabilities are exp(x - x_max) in double, summed in that order and divided by the sum; top_p keeps
-  // the shortest prefix whose mass reaches top_p, min_p the prefix with p >= min_p · p_max; the token is
-  // the first whose running mass exceeds u times the kept mass (the last kept one if none does).
-  //
-  // Sorting the whole vocabulary for that took 16-18 ms per token on a 152K vocabulary (this machine's
-  // CPU), three times a GPU decode step. Candidates more than kNegligible below x_max cannot change any
-  // sum: each adds exp(x - x_max) < 2^-57 to a sum that is at least 1 (the first term; for the running
-  // masses of normalised probabilities, at least 1/2 by the time the prefix is that long), i.e. less than
-  // half a unit in its last place, which rounds away. So the sort and the sums run over the candidates
-  // within kNegligible of the top only, and the answer is the same bits; the one case that can reach past
-  // them (no kept candidate crossed u · mass: u within 2^-53 of 1, or u · mass rounded up) recomputes over
-  // the whole list.
+  // Sampling (version 2 of the definition; one function for plain decoding and verification alike).
+  // Candidates: the tokens with logit > -inf, valued x = logit / temperature (float) and ordered by
+  // (x desc, id asc), a total order; top_k keeps the first k. Each kept candidate's term is
+  // exp_det(x - x_max) in double, the total their sum in softmax_terms.h's tree (by id), a probability
+  // term / total. top_p keeps the shortest prefix (in candidate order) whose running sum of probabilities
+  // reaches top_p; min_p the prefix with p >= min_p · p_first; the drawing set's mass is 1 when nothing
+  // was cut, else its terms summed in the tree over the total; the token is the first whose running
+  // probability exceeds u · mass, the set's last if none does. Nothing but the total needs every
+  // candidate, and the total needs no order: the candidates are ranked only as far as the draw looks
+  // (the best kRankFirst, the rest when that is not enough), so a draw costs a pass over the vocabulary
+  // and a small sort. A device sampler with the same two helpers gives the same tokens.
   auto& c = s.candidates;
   c.clear();
   float x_max = -std::numeric_limits<float>::infinity();
-  int32_t valid = 0;
   for (int32_t t = 0; t < vocab; ++t) {
     if (!(logits[t] > -std::numeric_limits<float>::infinity())) continue;  // -inf and NaN
-    logits[t] /= p.temperature;
-    x_max = std::max(x_max, logits[t]);
-    ++valid;
+    const float x = logits[t] / p.temperature;
+    c.emplace_back(x, t);
+    x_max = std::max(x_max, x);
   }
-  if (valid == 0) return 0;
-  const bool finite_max = std::isfinite(x_max);  // +inf: the sums are NaN; the full list decides
-  constexpr double kNegligible = 40.0;           // exp(-40) = 4.2e-18 < 2^-57
-  for (int32_t t = 0; t < vocab; ++t)
-    if (logits[t] > -std::numeric_limits<float>::infinity() &&
-        (!finite_max || static_cast<double>(logits[t]) - x_max >= -kNegligible))
-      c.emplace_back(logits[t], t);
-  const bool truncated = static_cast<int32_t>(c.size()) < valid;
-  const int32_t token = pick_sorted(c, p, u, truncated, s);
-  if (token >= 0) return token;
-  c.clear();  // the rare case: the whole list
-  for (int32_t t = 0; t < vocab; ++t)
-    if (logits[t] > -std::numeric_limits<float>::infinity()) c.emplace_back(logits[t], t);
-  return pick_sorted(c, p, u, /*truncated=*/false, s);
+  if (c.empty()) return 0;
+  if (x_max == std::numeric_limits<float>::infinity()) {  // every finite term vanishes beside it
+    for (const Candidate& e : c)
+      if (e.first == x_max) return e.second;
+  }
+  const auto valid = static_cast<int64_t>(c.size());
+  int64_t kept = valid;
+  double total = 0;
+  if (p.top_k > 0 && p.top_k < valid) {
+    kept = p.top_k;
+    std::nth_element(c.begin(), c.begin() + kept, c.end(), better);
+    c.resize(static_cast<size_t>(kept));
+    std::sort(c.begin(), c.end(), better);  // every kept candidate is ranked
+    auto& by_id = s.terms;
+    by_id.clear();
+    for (const Candidate& e : c) by_id.emplace_back(e.second, exp_det(static_cast<double>(e.first) - x_max));
+    std::sort(by_id.begin(), by_id.end());
+    TreeSum sum;
+    for (const auto& [id, term] : by_id) sum.add(id, term);
+    total = sum.total();
+  } else {
+    total = total_in_id_order(c, x_max);
+  }
+  if (kept > kRankFirst) {  // rank the best kRankFirst first
+    std::nth_element(c.begin(), c.begin() + kRankFirst, c.end(), better);
+    std::sort(c.begin(), c.begin() + kRankFirst, better);
+    const int32_t token =
+        draw_from_prefix(std::span<const Candidate>(c.data(), kRankFirst), kept, x_max, total, p, u, s.terms);
+    if (token >= 0) return token;
+    std::sort(c.begin(), c.end(), better);  // rare: the draw looks past them
+  } else if (kept == valid) {
+    sort_candidates(c, s.sort_buffer);  // still in increasing id, as the radix sort wants
+  }
+  return draw_from_prefix(c, kept, x_max, total, p, u, s.terms);
 }
 
 size_t StopStrings::feed(std::string_view piece) {

@@ -44,7 +44,7 @@ struct SamplerScratch {
   std::vector<float> logits;
   std::vector<std::pair<float, int32_t>> candidates;
   std::vector<std::pair<float, int32_t>> sort_buffer;
-  std::vector<double> probs;
+  std::vector<std::pair<int32_t, double>> terms;  // (id, softmax term), for sums in id order
   std::vector<int32_t> counts;
 };
 

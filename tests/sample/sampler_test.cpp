@@ -1,4 +1,5 @@
 #include "sample/sampler.h"
+#include "sample/softmax_terms.h"
 
 #include <gtest/gtest.h>
 
@@ -113,56 +114,70 @@ TEST(Sampler, ValidationNamesTheField) {
   EXPECT_EQ(validate_sampling(SamplingParams(), 10), "");
 }
 
-// The definition of sampling after the logit processors, written plainly: every candidate sorted with
-// std::sort, softmax in double over the whole kept list. sample_token sorts and sums only the candidates
-// that can change a result; it must return the same token for every input.
+// The definition of sampling after the logit processors (sampler.cpp, version 2), written plainly: every
+// candidate sorted with std::sort, the total summed over every token id (+0 for the ones not kept) in
+// softmax_terms.h's tree. sample_token ranks only as many candidates as its draw looks at; it must return
+// the same token for every input.
 int32_t reference_pick(const std::vector<float>& logits, const SamplingParams& p, double u) {
   std::vector<std::pair<float, int32_t>> c;
   for (int32_t t = 0; t < static_cast<int32_t>(logits.size()); ++t)
     if (logits[t] > -std::numeric_limits<float>::infinity()) c.emplace_back(logits[t] / p.temperature, t);
   if (c.empty()) return 0;
   auto better = [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; };
-  size_t keep = c.size();
-  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < keep) {
-    keep = static_cast<size_t>(p.top_k);
-    std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(keep), c.end(), better);
-    c.resize(keep);
-  } else {
-    std::sort(c.begin(), c.end(), better);
-  }
-  std::vector<double> probs(c.size());
-  double total = 0;
-  for (size_t i = 0; i < c.size(); ++i) total += probs[i] = std::exp(static_cast<double>(c[i].first) - c[0].first);
-  for (double& q : probs) q /= total;
+  std::sort(c.begin(), c.end(), better);
+  const float x_max = c[0].first;
+  if (x_max == std::numeric_limits<float>::infinity()) return c[0].second;
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < c.size()) c.resize(static_cast<size_t>(p.top_k));
+  std::vector<double> term_of_id(logits.size(), 0.0);
+  for (const auto& [x, id] : c) term_of_id[id] = exp_det(static_cast<double>(x) - x_max);
+  TreeSum all;
+  for (size_t id = 0; id < logits.size(); ++id) all.add(static_cast<int64_t>(id), term_of_id[id]);
+  const double total = all.total();
+  auto prob = [&](size_t i) { return exp_det(static_cast<double>(c[i].first) - x_max) / total; };
+  size_t n = c.size();
   if (p.top_p < 1.0f) {
     double cum = 0;
-    size_t n = 0;
-    while (n < probs.size()) {
-      cum += probs[n++];
+    size_t i = 0;
+    while (i < c.size()) {
+      cum += prob(i++);
       if (cum >= p.top_p) break;
     }
-    keep = n;
-  } else {
-    keep = probs.size();
+    n = i;
   }
   if (p.min_p > 0.0f) {
-    const double floor = p.min_p * probs[0];
-    size_t n = 1;
-    while (n < keep && probs[n] >= floor) ++n;
-    keep = n;
+    const double floor = p.min_p * prob(0);
+    size_t j = 1;
+    while (j < n && prob(j) >= floor) ++j;
+    n = j;
   }
-  double mass = 0;
-  for (size_t i = 0; i < keep; ++i) mass += probs[i];
+  double mass = 1.0;
+  if (n < c.size()) {
+    std::vector<double> set_term(logits.size(), 0.0);
+    for (size_t i = 0; i < n; ++i) set_term[c[i].second] = exp_det(static_cast<double>(c[i].first) - x_max);
+    TreeSum set;
+    for (size_t id = 0; id < logits.size(); ++id) set.add(static_cast<int64_t>(id), set_term[id]);
+    mass = set.total() / total;
+  }
   const double target = u * mass;
   double cum = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    cum += probs[i];
+  for (size_t i = 0; i < n; ++i) {
+    cum += prob(i);
     if (target < cum) return c[i].second;
   }
-  return c[keep - 1].second;
+  return c[n - 1].second;
 }
 
-TEST(Sampler, SamePicksAsTheFullSortOnEveryKindOfRow) {
+TEST(Sampler, ExpDetIsCloseToExpAndExactWhereItMustBe) {
+  EXPECT_EQ(exp_det(0.0), 1.0);
+  EXPECT_EQ(exp_det(-800.0), 0.0);
+  EXPECT_EQ(exp_det(std::nan("")), 0.0);
+  EXPECT_EQ(exp_det(-std::numeric_limits<double>::infinity()), 0.0);
+  double worst = 0;
+  for (double d = -700.0; d <= 0.0; d += 0.00731) worst = std::max(worst, std::fabs(exp_det(d) - std::exp(d)) / std::exp(d));
+  EXPECT_LT(worst, 4e-16);  // about one unit in the last place
+}
+
+TEST(Sampler, SamePicksAsThePlainDefinitionOnEveryKindOfRow) {
   std::mt19937 rng(7);
   // u = 1 is outside philox_uniform's range, but it is the one value that walks off the end of the kept
   // candidates (the last one is the answer), the case in which sample_token must look past its cut.

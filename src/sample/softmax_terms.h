@@ -1,0 +1,89 @@
+// sample/softmax_terms.h — the two pieces of arithmetic the sampler's softmax is defined by, written so
+// that a host compiler and nvcc give the same bits: exp_det (an exponential made of fused multiply-adds
+// only, no library call whose last bit may differ between libm and CUDA's) and the fixed summation tree
+// of the softmax total (by token id, not by rank, so that it needs no sort and parallelises). A device
+// sampler that uses them reproduces sample_token on the same logits.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define HELIUM_HOST_DEVICE __host__ __device__
+#define HELIUM_ALWAYS_INLINE __forceinline__
+#else
+#define HELIUM_HOST_DEVICE
+#define HELIUM_ALWAYS_INLINE __attribute__((always_inline))
+#endif
+
+namespace helium {
+
+// e^d for d <= 0 (the softmax terms exp(x - x_max)); 0 below -745 and for NaN. d = k·ln2 + r with
+// |r| <= ln2/2 (Cody-Waite: ln2 in two parts, the reductions as fused multiply-adds), e^r by its Taylor
+// series to degree 13 in Horner form (the truncation is below 2^-53 there), then scaled by 2^k. Every
+// step is a correctly rounded IEEE operation, so the result is a pure function of d on any conforming
+// machine. Within a few units in the last place of the true value; exactness against exp() is not the
+// point, reproducibility is.
+// Always inlined, so that a caller compiled for FMA hardware (sampler.cpp) gets the instruction, not a
+// libm call per fma.
+HELIUM_HOST_DEVICE HELIUM_ALWAYS_INLINE inline double exp_det(double d) {
+  if (!(d > -745.0)) return 0.0;
+  using std::fma;
+  using std::ldexp;
+  using std::rint;
+  const double k = rint(d * 1.4426950408889634);  // d / ln2, to nearest
+  double r = fma(-k, 6.93147180369123816490e-01, d);
+  r = fma(-k, 1.90821492927058770002e-10, r);
+  double p = 1.6059043836821613e-10;  // 1/13!
+  p = fma(p, r, 2.08767569878681e-09);  // 1/12!
+  p = fma(p, r, 2.505210838544172e-08);  // 1/11!
+  p = fma(p, r, 2.755731922398589e-07);  // 1/10!
+  p = fma(p, r, 2.7557319223985893e-06);  // 1/9!
+  p = fma(p, r, 2.48015873015873e-05);  // 1/8!
+  p = fma(p, r, 1.984126984126984e-04);  // 1/7!
+  p = fma(p, r, 1.388888888888889e-03);  // 1/6!
+  p = fma(p, r, 8.333333333333333e-03);  // 1/5!
+  p = fma(p, r, 4.1666666666666664e-02);  // 1/4!
+  p = fma(p, r, 1.6666666666666666e-01);  // 1/3!
+  p = fma(p, r, 0.5);
+  p = fma(p, r, 1.0);
+  p = fma(p, r, 1.0);
+  return ldexp(p, static_cast<int>(k));
+}
+
+// The softmax total's summation tree: token ids in groups of kSumGroup consecutive ids, each group's terms
+// added in increasing id (from +0); the group sums added the same way in groups of kSumGroup; the sums of
+// those in increasing order. Tokens outside the kept set count as +0, which changes no sum, so a sparse
+// walk over the kept ids in increasing order gives the same bits as the dense one.
+constexpr int kSumGroupShift = 6;  // 64 ids per group
+class TreeSum {
+ public:
+  // Adds the term of token `id`; ids must come in increasing order.
+  HELIUM_HOST_DEVICE void add(int64_t id, double term) {
+    const int64_t g0 = id >> kSumGroupShift, g1 = id >> (2 * kSumGroupShift);
+    if (g0 != group0_) flush0(g0);
+    if (g1 != group1_) flush1(g1);
+    sum0_ += term;
+  }
+  HELIUM_HOST_DEVICE double total() {
+    flush0(-1);
+    flush1(-1);
+    return sum2_;
+  }
+
+ private:
+  HELIUM_HOST_DEVICE void flush0(int64_t next) {
+    sum1_ += sum0_;
+    sum0_ = 0.0;
+    group0_ = next;
+  }
+  HELIUM_HOST_DEVICE void flush1(int64_t next) {
+    sum2_ += sum1_;
+    sum1_ = 0.0;
+    group1_ = next;
+  }
+  double sum0_ = 0.0, sum1_ = 0.0, sum2_ = 0.0;
+  int64_t group0_ = -1, group1_ = -1;
+};
+
+}  // namespace helium
