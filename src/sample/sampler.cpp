@@ -58,36 +58,45 @@ void sort_candidates(std::vector<Candidate>& c, std::vector<Candidate>& tmp) {
   }
 }
 
-// The softmax total over candidates in increasing id. exp_det is fused multiply-adds only: compiled for
-// FMA hardware where the CPU has it (x86-64 builds do not assume it; without it each fma is a libm call,
-// 7x slower), the same correctly rounded operations either way, so both versions give the same bits.
-double total_in_id_order_generic(std::span<const Candidate> c, float x_max) {
-  TreeSum sum;
-  for (const Candidate& e : c) sum.add(e.second, exp_det(static_cast<double>(e.first) - x_max));
-  return sum.total();
+// Each candidate's softmax term exp_det(x - x_max) into term_of_id[id]. exp_det is fused multiply-adds
+// only: compiled for FMA hardware where the CPU has it (x86-64 builds do not assume it; without it each fma
+// is a libm call, 7x slower), the same correctly rounded operations either way, so both give the same bits.
+void softmax_terms_generic(std::span<const Candidate> c, float x_max, double* term_of_id) {
+  for (const Candidate& e : c) term_of_id[e.second] = exp_det(static_cast<double>(e.first) - x_max);
 }
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("fma"))) double total_in_id_order_fma(std::span<const Candidate> c, float x_max) {
-  TreeSum sum;
-  for (const Candidate& e : c) sum.add(e.second, exp_det(static_cast<double>(e.first) - x_max));
-  return sum.total();
+__attribute__((target("fma"))) void softmax_terms_fma(std::span<const Candidate> c, float x_max, double* term_of_id) {
+  for (const Candidate& e : c) term_of_id[e.second] = exp_det(static_cast<double>(e.first) - x_max);
 }
-double total_in_id_order(std::span<const Candidate> c, float x_max) {
+void softmax_terms(std::span<const Candidate> c, float x_max, double* term_of_id) {
   static const bool fma = __builtin_cpu_supports("fma");
-  return fma ? total_in_id_order_fma(c, x_max) : total_in_id_order_generic(c, x_max);
+  if (fma) softmax_terms_fma(c, x_max, term_of_id);
+  else softmax_terms_generic(c, x_max, term_of_id);
 }
 #else
-double total_in_id_order(std::span<const Candidate> c, float x_max) { return total_in_id_order_generic(c, x_max); }
+void softmax_terms(std::span<const Candidate> c, float x_max, double* term_of_id) {
+  softmax_terms_generic(c, x_max, term_of_id);
+}
 #endif
+
+// The terms of the tokens `ids` (any order; sorted here) summed in the total's tree.
+double tree_sum_of(std::vector<int32_t>& ids, const double* term_of_id) {
+  std::sort(ids.begin(), ids.end());
+  TreeSum sum;
+  for (int32_t id : ids) sum.add(id, term_of_id[id]);
+  return sum.total();
+}
 
 // The draw from the kept candidates' best `c` (sorted, a prefix of `kept` candidates in the candidate order)
 // given the softmax's x_max and total (see sample_token). Returns -1 when the prefix is too short to decide:
 // the caller sorts more of the candidates and asks again.
-int32_t draw_from_prefix(std::span<const Candidate> c, int64_t kept, float x_max, double total, const SamplingParams& p,
-                         double u, std::vector<std::pair<int32_t, double>>& by_id) {
+// set_sum(n): the terms of the first n candidates summed in the total's tree.
+template <class SetSum>
+int32_t draw_from_prefix(std::span<const Candidate> c, int64_t kept, const double* term_of_id, double total,
+                         const SamplingParams& p, double u, SetSum&& set_sum) {
   const auto len = static_cast<int64_t>(c.size());
   const bool whole = len == kept;
-  auto prob = [&](int64_t i) { return exp_det(static_cast<double>(c[i].first) - x_max) / total; };
+  auto prob = [&](int64_t i) { return term_of_id[c[i].second] / total; };
   int64_t n = kept;  // the drawing set: the first n candidates
   if (p.top_p < 1.0f) {  // the shortest prefix whose mass reaches top_p (at least one token)
     double cum = 0;
@@ -108,14 +117,7 @@ int32_t draw_from_prefix(std::span<const Candidate> c, int64_t kept, float x_max
   }
   // The set's mass: 1 when nothing was cut, else its terms summed in the total's tree, over the total.
   double mass = 1.0;
-  if (n < kept) {
-    by_id.clear();
-    for (int64_t i = 0; i < n; ++i) by_id.emplace_back(c[i].second, exp_det(static_cast<double>(c[i].first) - x_max));
-    std::sort(by_id.begin(), by_id.end());
-    TreeSum sum;
-    for (const auto& [id, term] : by_id) sum.add(id, term);
-    mass = sum.total() / total;
-  }
+  if (n < kept) mass = set_sum(n) / total;
   const double target = u * mass;
   double cum = 0;
   for (int64_t i = 0; i < std::min(n, len); ++i) {
@@ -185,34 +187,53 @@ int32_t sample_token(std::span<const float> row, const SamplingParams& p, std::s
       if (e.first == x_max) return e.second;
   }
   const auto valid = static_cast<int64_t>(c.size());
-  int64_t kept = valid;
-  double total = 0;
-  if (p.top_k > 0 && p.top_k < valid) {
-    kept = p.top_k;
-    std::nth_element(c.begin(), c.begin() + kept, c.end(), better);
+  s.term_of_id.resize(static_cast<size_t>(vocab));
+  double* term_of_id = s.term_of_id.data();
+  if (p.top_k > 0 && p.top_k < valid) {  // every kept candidate is ranked
+    const int64_t kept = p.top_k;
+    std::partial_sort(c.begin(), c.begin() + kept, c.end(), better);
     c.resize(static_cast<size_t>(kept));
-    std::sort(c.begin(), c.end(), better);  // every kept candidate is ranked
-    auto& by_id = s.terms;
-    by_id.clear();
-    for (const Candidate& e : c) by_id.emplace_back(e.second, exp_det(static_cast<double>(e.first) - x_max));
-    std::sort(by_id.begin(), by_id.end());
-    TreeSum sum;
-    for (const auto& [id, term] : by_id) sum.add(id, term);
-    total = sum.total();
-  } else {
-    total = total_in_id_order(c, x_max);
+    softmax_terms(c, x_max, term_of_id);
+    s.ids.clear();
+    for (const Candidate& e : c) s.ids.push_back(e.second);
+    const double total = tree_sum_of(s.ids, term_of_id);
+    return draw_from_prefix(c, kept, term_of_id, total, p, u, [&](int64_t n) {
+      s.ids.clear();
+      for (int64_t i = 0; i < n; ++i) s.ids.push_back(c[i].second);
+      return tree_sum_of(s.ids, term_of_id);
+    });
   }
-  if (kept > kRankFirst) {  // rank the best kRankFirst first
-    std::nth_element(c.begin(), c.begin() + kRankFirst, c.end(), better);
-    std::sort(c.begin(), c.begin() + kRankFirst, better);
+  softmax_terms(c, x_max, term_of_id);  // c is in increasing id
+  TreeSum sum;
+  for (const Candidate& e : c) sum.add(e.second, term_of_id[e.second]);
+  const double total = sum.total();
+  // The first n of the ranked `r` summed in the tree: a sort of their ids when they are few, else a pass
+  // over the vocabulary taking the candidates ranked at or above the n-th (the same ids, the same order).
+  auto set_sum = [&](std::span<const Candidate> r, int64_t n) {
+    if (n <= kRankFirst) {
+      s.ids.clear();
+      for (int64_t i = 0; i < n; ++i) s.ids.push_back(r[i].second);
+      return tree_sum_of(s.ids, term_of_id);
+    }
+    const Candidate last = r[n - 1];
+    TreeSum in_set;
+    for (int32_t t = 0; t < vocab; ++t) {
+      if (!(logits[t] > -std::numeric_limits<float>::infinity())) continue;
+      const Candidate e(logits[t] / p.temperature, t);
+      if (!better(last, e)) in_set.add(t, term_of_id[t]);
+    }
+    return in_set.total();
+  };
+  if (valid > kRankFirst) {  // rank the best kRankFirst first
+    auto& best = s.sort_buffer;
+    best.resize(static_cast<size_t>(kRankFirst));
+    std::partial_sort_copy(c.begin(), c.end(), best.begin(), best.end(), better);
     const int32_t token =
-        draw_from_prefix(std::span<const Candidate>(c.data(), kRankFirst), kept, x_max, total, p, u, s.terms);
+        draw_from_prefix(best, valid, term_of_id, total, p, u, [&](int64_t n) { return set_sum(best, n); });
     if (token >= 0) return token;
-    std::sort(c.begin(), c.end(), better);  // rare: the draw looks past them
-  } else if (kept == valid) {
-    sort_candidates(c, s.sort_buffer);  // still in increasing id, as the radix sort wants
   }
-  return draw_from_prefix(c, kept, x_max, total, p, u, s.terms);
+  sort_candidates(c, s.sort_buffer);  // c is still in increasing id, as the radix sort wants
+  return draw_from_prefix(c, valid, term_of_id, total, p, u, [&](int64_t n) { return set_sum(c, n); });
 }
 
 size_t StopStrings::feed(std::string_view piece) {

@@ -44,7 +44,8 @@ struct SamplerScratch {
   std::vector<float> logits;
   std::vector<std::pair<float, int32_t>> candidates;
   std::vector<std::pair<float, int32_t>> sort_buffer;
-  std::vector<std::pair<int32_t, double>> terms;  // (id, softmax term), for sums in id order
+  std::vector<double> term_of_id;  // softmax terms by token id (only the candidates' are set)
+  std::vector<int32_t> ids;
   std::vector<int32_t> counts;
 };
 

@@ -9,11 +9,11 @@
 #include <cstdint>
 
 #if defined(__CUDACC__)
-#define HELIUM_HOST_DEVICE __host__ __device__
-#define HELIUM_ALWAYS_INLINE __forceinline__
+#define HELIUM_SAMPLE_HD __host__ __device__
+#define HELIUM_SAMPLE_INLINE __forceinline__
 #else
-#define HELIUM_HOST_DEVICE
-#define HELIUM_ALWAYS_INLINE __attribute__((always_inline))
+#define HELIUM_SAMPLE_HD
+#define HELIUM_SAMPLE_INLINE __attribute__((always_inline))
 #endif
 
 namespace helium {
@@ -26,7 +26,7 @@ namespace helium {
 // point, reproducibility is.
 // Always inlined, so that a caller compiled for FMA hardware (sampler.cpp) gets the instruction, not a
 // libm call per fma.
-HELIUM_HOST_DEVICE HELIUM_ALWAYS_INLINE inline double exp_det(double d) {
+HELIUM_SAMPLE_HD HELIUM_SAMPLE_INLINE inline double exp_det(double d) {
   if (!(d > -745.0)) return 0.0;
   using std::fma;
   using std::ldexp;
@@ -59,25 +59,25 @@ constexpr int kSumGroupShift = 6;  // 64 ids per group
 class TreeSum {
  public:
   // Adds the term of token `id`; ids must come in increasing order.
-  HELIUM_HOST_DEVICE void add(int64_t id, double term) {
+  HELIUM_SAMPLE_HD void add(int64_t id, double term) {
     const int64_t g0 = id >> kSumGroupShift, g1 = id >> (2 * kSumGroupShift);
     if (g0 != group0_) flush0(g0);
     if (g1 != group1_) flush1(g1);
     sum0_ += term;
   }
-  HELIUM_HOST_DEVICE double total() {
+  HELIUM_SAMPLE_HD double total() {
     flush0(-1);
     flush1(-1);
     return sum2_;
   }
 
  private:
-  HELIUM_HOST_DEVICE void flush0(int64_t next) {
+  HELIUM_SAMPLE_HD void flush0(int64_t next) {
     sum1_ += sum0_;
     sum0_ = 0.0;
     group0_ = next;
   }
-  HELIUM_HOST_DEVICE void flush1(int64_t next) {
+  HELIUM_SAMPLE_HD void flush1(int64_t next) {
     sum2_ += sum1_;
     sum1_ = 0.0;
     group1_ = next;

@@ -178,8 +178,9 @@ size_t matmul_scratch_bytes(int max_rows, int64_t max_k);
 // Bumped whenever the decode kernel changes in a way that can change which configuration is fastest
 // or how it is timed (the tuning cache is keyed by it). 2: weights staged through a shared-memory ring of
 // cp.async copies; 3: candidates timed over weight copies larger than the L2 (cold, as in a forward);
-// 4: weights loaded with the L2 evict_first policy (Context::stream_evict_first).
-inline constexpr int kMatmulDecodeKernelRevision = 4;
+// 4: weights loaded with the L2 evict_first policy (Context::stream_evict_first); 5: the next kernel
+// launched early (Context::matmul_early_trigger), near-ties broken toward the larger ring (tune.cpp).
+inline constexpr int kMatmulDecodeKernelRevision = 5;
 
 // Launch configuration of the decode kernel (rows 1..kMaxDecodeRows) for one (n, k, w dtype) shape.
 // k_warps alone decides the reduction order (32 · k_warps interleaved slices of k, see matmul.cu), so it
