@@ -51,7 +51,9 @@ struct SamplerScratch {
 
 // Picks the token for one logits row. `context` is the prompt followed by the output so far; the last
 // `output_len` of it are output tokens. `u` in [0, 1) selects from the final distribution by inverse
-// CDF over candidates ordered by (probability desc, id asc). Greedy: the highest logit, lowest id on ties.
+// CDF over candidates ordered by (probability desc, id asc); the softmax is the one sampler.cpp defines
+// (version 2: exp_det terms, their total in softmax_terms.h's tree). Greedy: the highest logit, lowest id
+// on ties.
 int32_t sample_token(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> context,
                      size_t output_len, double u, SamplerScratch& scratch);
 
