@@ -79,8 +79,11 @@ void softmax_terms(std::span<const Candidate> c, float x_max, double* term_of_id
 }
 #endif
 
-// The terms of the tokens `ids` (any order; sorted here) summed in the total's tree.
-double tree_sum_of(std::vector<int32_t>& ids, const double* term_of_id) {
+// The terms of the first n of the ranked candidates `r` summed in the total's tree (their ids sorted into
+// `ids`, scratch).
+double tree_sum_of_first(std::span<const Candidate> r, int64_t n, const double* term_of_id, std::vector<int32_t>& ids) {
+  ids.clear();
+  for (int64_t i = 0; i < n; ++i) ids.push_back(r[i].second);
   std::sort(ids.begin(), ids.end());
   TreeSum sum;
   for (int32_t id : ids) sum.add(id, term_of_id[id]);
@@ -194,14 +197,9 @@ int32_t sample_token(std::span<const float> row, const SamplingParams& p, std::s
     std::partial_sort(c.begin(), c.begin() + kept, c.end(), better);
     c.resize(static_cast<size_t>(kept));
     softmax_terms(c, x_max, term_of_id);
-    s.ids.clear();
-    for (const Candidate& e : c) s.ids.push_back(e.second);
-    const double total = tree_sum_of(s.ids, term_of_id);
-    return draw_from_prefix(c, kept, term_of_id, total, p, u, [&](int64_t n) {
-      s.ids.clear();
-      for (int64_t i = 0; i < n; ++i) s.ids.push_back(c[i].second);
-      return tree_sum_of(s.ids, term_of_id);
-    });
+    const double total = tree_sum_of_first(c, kept, term_of_id, s.ids);
+    return draw_from_prefix(c, kept, term_of_id, total, p, u,
+                            [&](int64_t n) { return tree_sum_of_first(c, n, term_of_id, s.ids); });
   }
   softmax_terms(c, x_max, term_of_id);  // c is in increasing id
   TreeSum sum;
@@ -210,11 +208,7 @@ int32_t sample_token(std::span<const float> row, const SamplingParams& p, std::s
   // The first n of the ranked `r` summed in the tree: a sort of their ids when they are few, else a pass
   // over the vocabulary taking the candidates ranked at or above the n-th (the same ids, the same order).
   auto set_sum = [&](std::span<const Candidate> r, int64_t n) {
-    if (n <= kRankFirst) {
-      s.ids.clear();
-      for (int64_t i = 0; i < n; ++i) s.ids.push_back(r[i].second);
-      return tree_sum_of(s.ids, term_of_id);
-    }
+    if (n <= kRankFirst) return tree_sum_of_first(r, n, term_of_id, s.ids);
     const Candidate last = r[n - 1];
     TreeSum in_set;
     for (int32_t t = 0; t < vocab; ++t) {

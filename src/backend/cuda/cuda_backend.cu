@@ -57,6 +57,19 @@ CudaBackend::~CudaBackend() {
   if (impl_ && impl_->ctx.stream) cudaStreamSynchronize(impl_->ctx.stream);
 }
 
+// A two-way switch from the environment: `on` sets `flag`, `off` clears it, unset or empty leaves it as it
+// is (the default); anything else is refused by name.
+static Status read_switch(const char* variable, std::string_view on, std::string_view off, bool& flag) {
+  const char* env = std::getenv(variable);
+  if (env == nullptr || *env == '\0') return Status::ok();
+  const std::string_view v(env);
+  if (v != on && v != off)
+    return Status::error(std::string(variable) + " must be '" + std::string(on) + "' or '" + std::string(off) +
+                         "', not '" + std::string(v) + "'");
+  flag = v == on;
+  return Status::ok();
+}
+
 // The L2 policies of what a decode step reads once: the decode matmul's weights (Context::stream_evict_first,
 // HELIUM_CUDA_STREAM_POLICY) and decode attention's keys and values (kv_evict_first, HELIUM_CUDA_KV_POLICY),
 // each "first" (the default) or "normal" (no hint: the loads of earlier sessions). On the H200 (Qwen3-8B
@@ -64,19 +77,8 @@ CudaBackend::~CudaBackend() {
 // 146.3 tok/s at 1K / 8K / 32K against 188.5 / 176.8 / 144.1 without the hint; keys and values evict_first
 // on top 193.3 / 180.9 / 149.6 (decode attention alone at 32K: 54.3 µs against 57.5).
 static Status read_stream_policy(cuda::Context& ctx) {
-  // `variable` unset or empty: evict_first; otherwise "first" or "normal".
-  const auto read = [](const char* variable, bool& evict_first) -> Status {
-    evict_first = true;
-    const char* env = std::getenv(variable);
-    if (env == nullptr || *env == '\0') return Status::ok();
-    const std::string_view v(env);
-    if (v != "first" && v != "normal")
-      return Status::error(std::string(variable) + " must be 'first' or 'normal', not '" + std::string(v) + "'");
-    evict_first = v == "first";
-    return Status::ok();
-  };
-  HELIUM_RETURN_IF_ERROR(read("HELIUM_CUDA_STREAM_POLICY", ctx.stream_evict_first));
-  return read("HELIUM_CUDA_KV_POLICY", ctx.kv_evict_first);
+  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_STREAM_POLICY", "first", "normal", ctx.stream_evict_first));
+  return read_switch("HELIUM_CUDA_KV_POLICY", "first", "normal", ctx.kv_evict_first);
 }
 
 // HELIUM_CUDA_OMIT=name,name,... (diagnostic; the model's output is garbage): the named kernels of a decode
@@ -139,11 +141,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   // (Qwen3-8B shape, 256 tokens, one run each; docs/benchmarks.md, fifth session): start 199.7 / 153.7
   // tok/s at 1K / 32K, end 196.6 / 151.2 (the same tuned configurations); with the configurations the
   // tuner picks when it times with the early trigger too, 202.7 / 155.0 against 198.0 / 152.6.
-  if (const char* t = std::getenv("HELIUM_CUDA_MATMUL_TRIGGER"); t != nullptr && *t) {
-    const std::string_view v(t);
-    if (v != "start" && v != "end") return Status::error("HELIUM_CUDA_MATMUL_TRIGGER must be 'start' or 'end'");
-    impl->ctx.matmul_early_trigger = v == "start";
-  }
+  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MATMUL_TRIGGER", "start", "end", impl->ctx.matmul_early_trigger));
   // The decode matmul's smallest x tile: 16 KB unless HELIUM_CUDA_XTILE_KB says otherwise (32 / 48 / 64 KB
   // ran 194.6 / 192.6 / 193.2 tok/s at 1K against 196.6 at 16 KB; the same run).
   if (const char* t = std::getenv("HELIUM_CUDA_XTILE_KB"); t != nullptr && *t) {

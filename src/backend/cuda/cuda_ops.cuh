@@ -211,6 +211,8 @@ MatmulDecodeConfig matmul_decode_default_config(int64_t n, int64_t k, DType w_dt
 // k_warps round differently: a tuned table changes results (not their batch invariance) vs the default.
 std::vector<MatmulDecodeConfig> matmul_decode_candidates(int64_t n, int64_t k, DType w_dtype);
 bool matmul_decode_config_valid(const MatmulDecodeConfig& config, DType w_dtype);
+// Bytes of a decode block's weight ring in shared memory (rounds in flight of 16-byte copies per thread).
+size_t matmul_decode_ring_bytes(const MatmulDecodeConfig& config, DType w_dtype);
 // The decode kernel with an explicit configuration, for any row count (the autotuner, tests, benches).
 void matmul_decode(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
                    const MatmulDecodeConfig& config);

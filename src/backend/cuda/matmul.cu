@@ -937,6 +937,8 @@ MatmulDecodeConfig matmul_decode_default_config(int64_t n, int64_t k, DType w_dt
   return cfg;
 }
 
+size_t matmul_decode_ring_bytes(const MatmulDecodeConfig& config, DType w_dtype) { return ring_bytes(config, w_dtype); }
+
 std::vector<MatmulDecodeConfig> matmul_decode_candidates(int64_t n, int64_t k, DType w_dtype) {
   std::vector<MatmulDecodeConfig> out;
   const MatmulDecodeConfig fallback = matmul_decode_default_config(n, k, w_dtype);

@@ -124,10 +124,6 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
     // fifth session). The cap keeps two blocks' rings and x tiles within a multiprocessor.
     constexpr float kTieFraction = 0.03f;
     constexpr int64_t kTieRingBytes = 64 * 1024;
-    const auto ring_bytes = [&](const cuda::MatmulDecodeConfig& c) {
-      return int64_t{c.rounds_in_flight} * c.features_per_lane * (s.dtype == DType::F32 ? 2 : 1) * 16 * 32 *
-             c.feature_warps * c.k_warps;
-    };
     cuda::MatmulDecodeConfig best = cuda::matmul_decode_default_config(s.n, s.k, s.dtype);
     float best_us = 1e30f;
     for (const auto& [cand, us] : timed) best_us = std::min(best_us, us);
@@ -135,7 +131,7 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
     float chosen_us = 1e30f;
     for (const auto& [cand, us] : timed) {
       if (us > best_us * (1.0f + kTieFraction)) continue;
-      const int64_t ring = std::min(ring_bytes(cand), kTieRingBytes);
+      const int64_t ring = std::min(static_cast<int64_t>(cuda::matmul_decode_ring_bytes(cand, s.dtype)), kTieRingBytes);
       if (ring > best_ring || (ring == best_ring && us < chosen_us)) {
         best_ring = ring;
         chosen_us = us;
