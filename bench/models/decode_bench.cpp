@@ -10,8 +10,9 @@
 //                       [--host-argmax 1] [--sample TEMPERATURE,TOP_P[,TOP_K]]
 // Greedy tokens come from the device's argmax (one id copied per step, as the engine does for greedy
 // requests); --host-argmax 1 copies the logits every step and takes the argmax on the host instead;
-// --sample copies them and draws each token on the host with sample_token and philox_uniform(1,
-// position), what the engine does for a sampled request.
+// --sample draws each token on the host with philox_uniform(1, position) as the engine does for a sampled
+// request: with TOP_K (1..256) from the candidates the device selects (sample_from_candidates), else from
+// copied logits (sample_token).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -90,12 +91,32 @@ struct Runner {
   int32_t next = 0;  // the greedy token of the last forward
   std::optional<SamplingParams> sampling = std::nullopt;  // --sample
   SamplerScratch scratch = {};
+  std::vector<float> cand_x = {};
+  std::vector<int32_t> cand_ids = {};
+  std::vector<std::pair<float, int32_t>> candidates = {};
 
   Status forward_last(const Batch& b) {
-    if (sampling) {
-      HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), logits));
+    if (sampling) {  // as the engine does: candidates selected on the device when top_k allows, else logits
       const auto position = static_cast<uint64_t>(b.positions.back()) + 1;  // where the drawn token goes
-      next = sample_token(logits, *sampling, {}, 0, philox_uniform(1, position), scratch);
+      const double u = philox_uniform(1, position);
+      if (sampling->device_candidates(Backend::kMaxSelectTopK)) {
+        const float temperature = sampling->temperature;
+        const int32_t top_k = sampling->top_k;
+        cand_x.resize(kMaxCandidates);
+        cand_ids.resize(kMaxCandidates);
+        int32_t count = 0, valid = 0;
+        const CandidateOutputs cand{{&temperature, 1}, {&top_k, 1}, cand_x, cand_ids, {&count, 1}, {&valid, 1}};
+        HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), ForwardOutputs{logits, {}, cand}));
+        if (count <= kMaxCandidates) {
+          candidates.resize(static_cast<size_t>(count));
+          for (int32_t j = 0; j < count; ++j) candidates[static_cast<size_t>(j)] = {cand_x[j], cand_ids[j]};
+          next = sample_from_candidates(candidates, valid, *sampling, u, static_cast<int32_t>(logits.size()), scratch);
+          return Status::ok();
+        }
+      } else {
+        HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), logits));
+      }
+      next = sample_token(logits, *sampling, {}, 0, u, scratch);
       return Status::ok();
     }
     if (host_argmax) {
@@ -245,7 +266,9 @@ int run(int argc, char** argv) {
                       {"parameters", info.parameters}, {"weight_bytes_per_token", weight_bytes},
                       {"bandwidth_gbps", bandwidth / 1e9}, {"bandwidth_kind", bandwidth_kind},
                       {"kv_dtype", std::string(dtype_name(kv_dtype))}, {"runs", runs},
-                      {"greedy_token", sampling      ? "sampled on the host from copied logits (--sample)"
+                      {"greedy_token", sampling      ? (sampling->device_candidates(Backend::kMaxSelectTopK)
+                                                            ? "sampled on the host from device-selected candidates (--sample)"
+                                                            : "sampled on the host from copied logits (--sample)")
                                        : host_argmax ? "host argmax of copied logits"
                                                      : "device argmax"},
                       {"decode", nlohmann::json::array()}};

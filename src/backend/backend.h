@@ -214,6 +214,17 @@ class Backend {
   // is exactly the greedy rule of sample_token (sample/sampler.h), so greedy decoding can read one id per
   // row instead of the logits.
   virtual void argmax_rows(const Tensor& x, Tensor out) = 0;
+  // Candidates for sampling, selected where the logits are (sample/sampler.h, sample_from_candidates):
+  // for each row r of logits(rows, n) F32, with temperatures(rows) F32 (> 0) and top_k(rows) I32 (1 ..
+  // kMaxSelectTopK), a set of (x = logit / temperature as a float division, id) over the logits > -inf
+  // that holds every one ranked among the row's best top_k[r] (x desc, id asc), in any order and
+  // possibly more, into x(rows, cap) F32 and ids(rows, cap) I32; count(rows) I32 the set's size (above
+  // cap: the set did not fit, and x and ids hold part of it); valid(rows) I32 the row's logits > -inf.
+  // rows <= 64. The default reads the tensors in place (host memory) and gives exactly the
+  // best top_k.
+  static constexpr int kMaxSelectTopK = 256;
+  virtual void select_candidates(const Tensor& logits, const Tensor& temperatures, const Tensor& top_k, Tensor x,
+                                 Tensor ids, Tensor count, Tensor valid);
   // x[dst[i]] = x[src[i]] for the rows of x (rows, dim), any dtype; src (n) and dst (n) I32, the dst rows
   // distinct and none of them a src row (moves accepted speculation KV into place).
   virtual void copy_rows(Tensor x, const Tensor& src, const Tensor& dst) = 0;

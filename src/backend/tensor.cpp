@@ -1,4 +1,9 @@
+#include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -57,6 +62,30 @@ void Backend::qk_norm_rope_kv_write(Tensor q, Tensor k, const Tensor& v, const T
   rope(q, n_heads, positions, inv_freq, rope_params);
   rope(k, n_kv_heads, positions, inv_freq, rope_params);
   kv_write(k, v, slots, k_cache, v_cache);
+}
+
+void Backend::select_candidates(const Tensor& logits, const Tensor& temperatures, const Tensor& top_k, Tensor x,
+                                Tensor ids, Tensor count, Tensor valid) {
+  const int64_t rows = logits.rank == 0 ? 0 : logits.numel() / logits.shape[logits.rank - 1];
+  const int64_t n = rows == 0 ? 0 : logits.shape[logits.rank - 1];
+  const int64_t cap = x.rank == 0 ? 0 : x.shape[x.rank - 1];
+  std::vector<std::pair<float, int32_t>> c;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits.as<float>() + r * n;
+    const float t = temperatures.as<float>()[r];
+    c.clear();
+    for (int64_t i = 0; i < n; ++i)
+      if (row[i] > -std::numeric_limits<float>::infinity()) c.emplace_back(row[i] / t, static_cast<int32_t>(i));
+    valid.as<int32_t>()[r] = static_cast<int32_t>(c.size());
+    const auto keep = std::min<size_t>(c.size(), static_cast<size_t>(top_k.as<int32_t>()[r]));
+    std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(keep), c.end(),
+                      [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+    count.as<int32_t>()[r] = static_cast<int32_t>(keep);
+    for (size_t i = 0; i < keep && static_cast<int64_t>(i) < cap; ++i) {
+      x.as<float>()[r * cap + static_cast<int64_t>(i)] = c[i].first;
+      ids.as<int32_t>()[r * cap + static_cast<int64_t>(i)] = c[i].second;
+    }
+  }
 }
 
 }  // namespace helium

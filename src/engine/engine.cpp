@@ -273,7 +273,12 @@ bool Engine::sample_next(ActiveGeneration& g) {
   g.device_token = -1;
   if (token < 0) {
     const double u = philox_uniform(g.request.sampling.seed, static_cast<uint64_t>(position));
-    token = sample_token(g.logits, g.request.sampling, g.context_tokens, static_cast<size_t>(g.generated), u, g.scratch);
+    if (g.valid_candidates >= 0)
+      token = sample_from_candidates(g.candidates, g.valid_candidates, g.request.sampling, u,
+                                     static_cast<int32_t>(model_->info().vocab_size), g.scratch);
+    else
+      token = sample_token(g.logits, g.request.sampling, g.context_tokens, static_cast<size_t>(g.generated), u, g.scratch);
+    g.valid_candidates = -1;
   }
   if (std::find(g.stops.begin(), g.stops.end(), token) != g.stops.end()) {
     g.result.finish_reason = "stop";
@@ -323,6 +328,39 @@ Status Engine::step(std::span<ActiveGeneration* const> generations) {
     return Status::ok();
   }
   step_logits_.resize(running.size() * static_cast<size_t>(vocab));
+  // When every generation samples with top_k on the raw logits, the device selects a small superset of
+  // each row's best top_k and only that comes back (sample_from_candidates draws what sample_token would).
+  const bool all_candidates = std::all_of(running.begin(), running.end(), [](const ActiveGeneration* g) {
+    return g->request.sampling.device_candidates(Backend::kMaxSelectTopK);
+  });
+  if (all_candidates) {
+    const size_t n = running.size();
+    step_temperature_.resize(n);
+    step_top_k_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      step_temperature_[i] = running[i]->request.sampling.temperature;
+      step_top_k_[i] = running[i]->request.sampling.top_k;
+    }
+    step_x_.resize(n * kMaxCandidates);
+    step_ids_.resize(n * kMaxCandidates);
+    step_count_.resize(n);
+    step_valid_.resize(n);
+    const CandidateOutputs cand{step_temperature_, step_top_k_, step_x_, step_ids_, step_count_, step_valid_};
+    HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), ForwardOutputs{step_logits_, {}, cand}));
+    for (size_t i = 0; i < n; ++i) {
+      ActiveGeneration& g = *running[i];
+      if (step_count_[i] > kMaxCandidates) {  // the set did not fit: the row's logits came instead
+        std::copy_n(step_logits_.begin() + static_cast<std::ptrdiff_t>(i * vocab), vocab, g.logits.begin());
+        continue;
+      }
+      g.candidates.resize(static_cast<size_t>(step_count_[i]));
+      for (int32_t j = 0; j < step_count_[i]; ++j)
+        g.candidates[static_cast<size_t>(j)] = {step_x_[i * kMaxCandidates + static_cast<size_t>(j)],
+                                                step_ids_[i * kMaxCandidates + static_cast<size_t>(j)]};
+      g.valid_candidates = step_valid_[i];
+    }
+    return Status::ok();
+  }
   HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), step_logits_));
   for (size_t i = 0; i < running.size(); ++i)
     std::copy_n(step_logits_.begin() + static_cast<std::ptrdiff_t>(i * vocab), vocab, running[i]->logits.begin());

@@ -77,6 +77,10 @@ struct ActiveGeneration {
   std::vector<float> logits;            // (vocab) of the last position run
   int32_t device_token = -1;            // plain greedy: the argmax the device took of those logits, which
                                         // then were not copied (-1: sample from `logits`)
+  // Plain top-k sampling: the candidates the device selected from those logits (sample_from_candidates)
+  // and the row's count of logits > -inf; -1: none (sample from `logits`).
+  std::vector<std::pair<float, int32_t>> candidates;
+  int64_t valid_candidates = -1;
   std::unique_ptr<IncrementalDetokenizer> detok;
   std::unique_ptr<StopStrings> stop_strings;
   size_t emitted = 0;                   // bytes of stop_strings->text() handed to on_token
@@ -156,6 +160,9 @@ class Engine {
   bool sample_next(ActiveGeneration& g);
   std::vector<float> step_logits_;  // (rows, vocab) of one step
   std::vector<int32_t> step_argmax_;  // (rows) of one step whose generations are all plain greedy
+  // One step whose generations all sample with top_k on raw logits (CandidateOutputs).
+  std::vector<float> step_temperature_, step_x_;
+  std::vector<int32_t> step_top_k_, step_ids_, step_count_, step_valid_;
 
   Checkpoint checkpoint_;
   std::unique_ptr<Backend> backend_;

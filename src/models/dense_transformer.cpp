@@ -27,6 +27,7 @@ class DenseTransformer final : public Model {
   int max_rows() const override { return max_rows_; }
   using Model::forward;
   Status forward(const Batch& batch, std::span<const LayerKv> kv, const ForwardOutputs& out) override;
+  Status copy_candidates(const CandidateOutputs& cand, int n, std::span<float> logits);
 
  private:
   // An activation buffer of (max_rows, cols) of `dtype`, allocated once.
@@ -50,6 +51,9 @@ class DenseTransformer final : public Model {
   Tensor gate_, up_;    // (rows, intermediate)
   Tensor logits_;       // (min(rows, kMaxLogitRows), vocab)
   Tensor argmax_;       // (min(rows, kMaxLogitRows)) I32: each logit row's greedy token
+  // Sampling candidates per logit row (CandidateOutputs): x F32 and ids I32 (rows, kMaxCandidates);
+  // temperature F32, top_k, count, valid I32 (rows).
+  Tensor cand_x_, cand_ids_, cand_temperature_, cand_top_k_, cand_count_, cand_valid_;
   Tensor inv_freq_;     // (rot_dim / 2)
   // Row metadata, I32.
   Tensor tokens_, positions_, write_slots_, row_table_, prefix_lens_, tree_masks_, logit_index_;
@@ -208,6 +212,13 @@ Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t m
   HELIUM_ASSIGN_OR_RETURN(up_, plan(rows, c.intermediate_size, DType::F32));
   HELIUM_ASSIGN_OR_RETURN(logits_, plan(std::min<int64_t>(rows, kMaxLogitRows), c.vocab_size, DType::F32));
   HELIUM_ASSIGN_OR_RETURN(argmax_, plan(1, std::min<int64_t>(rows, kMaxLogitRows), DType::I32));
+  const int64_t logit_rows = std::min<int64_t>(rows, kMaxLogitRows);
+  HELIUM_ASSIGN_OR_RETURN(cand_x_, plan(logit_rows, kMaxCandidates, DType::F32));
+  HELIUM_ASSIGN_OR_RETURN(cand_ids_, plan(logit_rows, kMaxCandidates, DType::I32));
+  HELIUM_ASSIGN_OR_RETURN(cand_temperature_, plan(1, logit_rows, DType::F32));
+  HELIUM_ASSIGN_OR_RETURN(cand_top_k_, plan(1, logit_rows, DType::I32));
+  HELIUM_ASSIGN_OR_RETURN(cand_count_, plan(1, logit_rows, DType::I32));
+  HELIUM_ASSIGN_OR_RETURN(cand_valid_, plan(1, logit_rows, DType::I32));
   HELIUM_ASSIGN_OR_RETURN(inv_freq_, plan(1, c.rope.rot_dim / 2, DType::F32));
   inv_freq_ = Tensor(inv_freq_.data, DType::F32, {c.rope.rot_dim / 2});
   backend_.copy_to_device(inv_freq_, c.rope.inv_freq.data());
@@ -318,6 +329,17 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
     return Status::error("logits buffer has the wrong size");
   if (!out.argmax.empty() && out.argmax.size() != logit_rows.size())
     return Status::error("argmax buffer has the wrong size");
+  if (const auto& cand = out.candidates) {
+    const size_t n_rows = logit_rows.size();
+    if (cand->temperature.size() != n_rows || cand->top_k.size() != n_rows || cand->count.size() != n_rows ||
+        cand->valid.size() != n_rows || cand->x.size() != n_rows * kMaxCandidates ||
+        cand->ids.size() != n_rows * kMaxCandidates || !out.argmax.empty())
+      return Status::error("candidate buffers have the wrong size");
+    for (size_t r = 0; r < n_rows; ++r)
+      if (!(cand->temperature[r] > 0.0f) || cand->top_k[r] < 1 || cand->top_k[r] > Backend::kMaxSelectTopK)
+        return Status::error("candidates need a temperature > 0 and top_k in 1.." +
+                             std::to_string(Backend::kMaxSelectTopK));
+  }
   const bool want_argmax = !out.argmax.empty();
   if (logit_rows.size() > static_cast<size_t>(logits_.shape[0]))
     return Status::error(std::to_string(logit_rows.size()) + " rows ask for logits; at most " +
@@ -387,9 +409,36 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
   } else {
     compute();
   }
+  if (out.candidates && n > 0) return copy_candidates(*out.candidates, n, out.logits);
   if (n > 0 && !out.logits.empty()) backend_.copy_to_host(out.logits.data(), rows_of(logits_, n));
   if (n > 0 && want_argmax) backend_.copy_to_host(out.argmax.data(), vector_of(argmax_, n));
   backend_.synchronize();
+  return Status::ok();
+}
+
+// The logit rows' sampling candidates, selected where the logits are (outside the recorded graph: the
+// settings change from step to step); a row whose set overflows gets its logits copied instead.
+Status DenseTransformer::copy_candidates(const CandidateOutputs& cand, int n, std::span<float> logits) {
+  const int64_t vocab = config_.vocab_size;
+  backend_.copy_to_device(vector_of(cand_temperature_, n), cand.temperature.data());
+  backend_.copy_to_device(vector_of(cand_top_k_, n), cand.top_k.data());
+  backend_.select_candidates(rows_of(logits_, n), vector_of(cand_temperature_, n), vector_of(cand_top_k_, n),
+                             rows_of(cand_x_, n), rows_of(cand_ids_, n), vector_of(cand_count_, n),
+                             vector_of(cand_valid_, n));
+  backend_.copy_to_host(cand.count.data(), vector_of(cand_count_, n));
+  backend_.copy_to_host(cand.valid.data(), vector_of(cand_valid_, n));
+  backend_.copy_to_host(cand.x.data(), rows_of(cand_x_, n));
+  backend_.copy_to_host(cand.ids.data(), rows_of(cand_ids_, n));
+  backend_.synchronize();
+  bool overflow = false;
+  for (int r = 0; r < n; ++r) {
+    if (cand.count[r] <= kMaxCandidates) continue;
+    if (logits.size() != static_cast<size_t>(n) * vocab)
+      return Status::error("a row's sampling candidates overflowed and no logits buffer was given");
+    backend_.copy_to_host(logits.data() + r * vocab, logits_.rows_from(r).first_rows(1));
+    overflow = true;
+  }
+  if (overflow) backend_.synchronize();
   return Status::ok();
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -92,9 +93,24 @@ struct ModelOptions {
 // be empty. `argmax` is each row's greedy token (Backend::argmax_rows: the largest logit, lowest id on
 // ties, what sample_token picks for greedy settings), computed where the logits are, so that greedy
 // decoding copies one id per row instead of a vocabulary of floats.
+// Sampling candidates selected where the logits are (Backend::select_candidates), per logit row: a set
+// holding the row's best top_k candidates (x = logit / temperature, id), for sample_from_candidates.
+inline constexpr int kMaxCandidates = 2048;  // per row
+struct CandidateOutputs {
+  std::span<const float> temperature;  // logit_rows, > 0
+  std::span<const int32_t> top_k;      // logit_rows, 1 .. Backend::kMaxSelectTopK
+  std::span<float> x;                  // logit_rows × kMaxCandidates
+  std::span<int32_t> ids;              // logit_rows × kMaxCandidates
+  // logit_rows: the set's size; above kMaxCandidates the set did not fit, and the row's logits are in
+  // ForwardOutputs::logits instead (which must then be given).
+  std::span<int32_t> count;
+  std::span<int32_t> valid;  // logit_rows: the row's logits > -inf
+};
+
 struct ForwardOutputs {
-  std::span<float> logits;    // logit_rows × vocab_size, or empty
+  std::span<float> logits;    // logit_rows × vocab_size, or empty (with candidates: overflowed rows only)
   std::span<int32_t> argmax;  // logit_rows, or empty
+  std::optional<CandidateOutputs> candidates;
 };
 
 class Model {

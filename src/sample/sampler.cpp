@@ -131,7 +131,33 @@ int32_t draw_from_prefix(std::span<const Candidate> c, int64_t kept, const doubl
   return c[n - 1].second;
 }
 
+// The draw when the candidates' best `kept` are known, ranked, in c[0, kept) (top_k < valid, or every
+// valid candidate): x_max is the first's x.
+int32_t draw_ranked(std::span<const Candidate> c, const SamplingParams& p, double u, SamplerScratch& s,
+                    int32_t vocab) {
+  const float x_max = c[0].first;
+  if (x_max == std::numeric_limits<float>::infinity()) return c[0].second;  // the lowest id at +inf
+  s.term_of_id.resize(static_cast<size_t>(vocab));
+  double* term_of_id = s.term_of_id.data();
+  softmax_terms(c, x_max, term_of_id);
+  const auto kept = static_cast<int64_t>(c.size());
+  const double total = tree_sum_of_first(c, kept, term_of_id, s.ids);
+  return draw_from_prefix(c, kept, term_of_id, total, p, u,
+                          [&](int64_t n) { return tree_sum_of_first(c, n, term_of_id, s.ids); });
+}
+
 }  // namespace
+
+int32_t sample_from_candidates(std::span<const std::pair<float, int32_t>> candidates, int64_t valid,
+                               const SamplingParams& p, double u, int32_t vocab_size, SamplerScratch& s) {
+  auto& c = s.candidates;
+  c.assign(candidates.begin(), candidates.end());
+  if (c.empty() || valid <= 0) return 0;
+  const int64_t kept = std::min<int64_t>({p.top_k, valid, static_cast<int64_t>(c.size())});
+  std::partial_sort(c.begin(), c.begin() + kept, c.end(), better);
+  c.resize(static_cast<size_t>(kept));
+  return draw_ranked(c, p, u, s, vocab_size);
+}
 
 int32_t sample_token(std::span<const float> row, const SamplingParams& p, std::span<const int32_t> context,
                      size_t output_len, double u, SamplerScratch& s) {
@@ -190,17 +216,14 @@ int32_t sample_token(std::span<const float> row, const SamplingParams& p, std::s
       if (e.first == x_max) return e.second;
   }
   const auto valid = static_cast<int64_t>(c.size());
-  s.term_of_id.resize(static_cast<size_t>(vocab));
-  double* term_of_id = s.term_of_id.data();
   if (p.top_k > 0 && p.top_k < valid) {  // every kept candidate is ranked
     const int64_t kept = p.top_k;
     std::partial_sort(c.begin(), c.begin() + kept, c.end(), better);
     c.resize(static_cast<size_t>(kept));
-    softmax_terms(c, x_max, term_of_id);
-    const double total = tree_sum_of_first(c, kept, term_of_id, s.ids);
-    return draw_from_prefix(c, kept, term_of_id, total, p, u,
-                            [&](int64_t n) { return tree_sum_of_first(c, n, term_of_id, s.ids); });
+    return draw_ranked(c, p, u, s, vocab);
   }
+  s.term_of_id.resize(static_cast<size_t>(vocab));
+  double* term_of_id = s.term_of_id.data();
   softmax_terms(c, x_max, term_of_id);  // c is in increasing id
   TreeSum sum;
   for (const Candidate& e : c) sum.add(e.second, term_of_id[e.second]);

@@ -30,9 +30,13 @@ struct SamplingParams {
   bool greedy() const { return temperature <= 0.0f || top_k == 1; }
   // Greedy on the raw logits (no penalty or bias changes them): the token is their argmax, lowest id on
   // ties, which a backend can take where the logits are (Backend::argmax_rows).
-  bool plain_greedy() const {
-    return greedy() && repetition_penalty == 1.0f && presence_penalty == 0.0f && frequency_penalty == 0.0f &&
-           logit_bias.empty();
+  bool plain_greedy() const { return greedy() && plain(); }
+  // Sampling with top_k on the raw logits: the token depends only on the row's best top_k candidates,
+  // which a backend can select where the logits are (sample_from_candidates).
+  bool device_candidates(int max_top_k) const { return !greedy() && top_k > 0 && top_k <= max_top_k && plain(); }
+  // No penalty or bias changes the logits.
+  bool plain() const {
+    return repetition_penalty == 1.0f && presence_penalty == 0.0f && frequency_penalty == 0.0f && logit_bias.empty();
   }
 };
 
@@ -56,6 +60,15 @@ struct SamplerScratch {
 // on ties.
 int32_t sample_token(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> context,
                      size_t output_len, double u, SamplerScratch& scratch);
+
+// sample_token for a row whose logits are not at hand, from a set of its candidates (x = logit /
+// temperature, id) that holds every candidate ranked among the row's best top_k (in the candidate order,
+// x desc then id asc), in any order, possibly more; `valid` is the row's number of logits > -inf.
+// For settings with top_k > 0, not greedy, and no penalty or bias (SamplingParams::device_candidates):
+// then it returns what sample_token returns on the whole row with the same u (a device selects the
+// candidates where the logits are: Backend::select_candidates).
+int32_t sample_from_candidates(std::span<const std::pair<float, int32_t>> candidates, int64_t valid,
+                               const SamplingParams& params, double u, int32_t vocab_size, SamplerScratch& scratch);
 
 // Finds stop strings in streamed text. feed() appends text and returns how many bytes of the text so far
 // are safe to emit (they cannot become part of a stop string); once a stop string is found, stopped()

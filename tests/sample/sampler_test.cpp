@@ -218,6 +218,61 @@ TEST(Sampler, SamePicksAsThePlainDefinitionOnEveryKindOfRow) {
   EXPECT_EQ(differing, 0);
 }
 
+// A row's best top_k candidates (x = logit / T, id), plus `extra` others, shuffled: what a device may hand
+// back (Backend::select_candidates: a superset in any order).
+std::vector<std::pair<float, int32_t>> candidate_superset(const std::vector<float>& logits, const SamplingParams& p,
+                                                          int extra, std::mt19937& rng, int64_t& valid) {
+  std::vector<std::pair<float, int32_t>> all;
+  for (int32_t t = 0; t < static_cast<int32_t>(logits.size()); ++t)
+    if (logits[t] > -INFINITY) all.emplace_back(logits[t] / p.temperature, t);
+  valid = static_cast<int64_t>(all.size());
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  const size_t keep = std::min(all.size(), static_cast<size_t>(p.top_k) + static_cast<size_t>(extra));
+  all.resize(keep);
+  std::shuffle(all.begin(), all.end(), rng);
+  return all;
+}
+
+// sample_from_candidates on any superset of the best top_k candidates gives sample_token's token: rows with
+// ties, -inf, signed zeros, a flat top, one dominant token, fewer valid tokens than top_k; every setting
+// of top_p and min_p; u at the edges.
+TEST(Sampler, FromCandidatesIsSampleTokenOnTheWholeRow) {
+  std::mt19937 rng(8);
+  int checked = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int vocab = trial % 60 == 0 ? 151936 : std::uniform_int_distribution<int>(1, 3000)(rng);
+    std::vector<float> logits(static_cast<size_t>(vocab));
+    const int kind = trial % 7;
+    std::normal_distribution<float> normal(0.0f, std::array<float, 3>{0.5f, 3.0f, 20.0f}[trial % 3]);
+    for (float& x : logits) {
+      x = normal(rng);
+      if (kind == 1) x = std::round(x);
+      if (kind == 2 && std::uniform_int_distribution<int>(0, 9)(rng) == 0) x = -INFINITY;
+      if (kind == 3 && std::uniform_int_distribution<int>(0, 4)(rng) == 0) x = std::uniform_int_distribution<int>(0, 1)(rng) ? 0.0f : -0.0f;
+      if (kind == 4) x = std::uniform_int_distribution<int>(0, 3)(rng) == 0 ? 30.0f : -30.0f;
+      if (kind == 6 && std::uniform_int_distribution<int>(0, 99)(rng) != 0) x = -INFINITY;  // few valid tokens
+    }
+    if (kind == 5) logits[static_cast<size_t>(std::uniform_int_distribution<int>(0, vocab - 1)(rng))] = 60.0f;
+    SamplingParams p;
+    p.temperature = std::array<float, 3>{0.3f, 0.7f, 1.3f}[(trial / 7) % 3];
+    p.top_k = std::array<int, 5>{1, 5, 20, 64, 256}[(trial / 3) % 5];
+    p.top_p = std::array<float, 3>{1.0f, 0.95f, 0.5f}[(trial / 5) % 3];
+    p.min_p = std::array<float, 2>{0.0f, 0.05f}[(trial / 11) % 2];
+    if (p.greedy()) p.top_k = 2;
+    SamplerScratch a, b;
+    for (double u : {0.0, 0.3, 0.77, 0.999, 1.0 - 0x1.0p-53}) {
+      int64_t valid = 0;
+      const auto superset = candidate_superset(logits, p, std::uniform_int_distribution<int>(0, 40)(rng), rng, valid);
+      const int32_t want = sample_token(logits, p, {}, 0, u, a);
+      EXPECT_EQ(sample_from_candidates(superset, valid, p, u, vocab, b), want)
+          << "vocab " << vocab << " kind " << kind << " T " << p.temperature << " top_k " << p.top_k << " top_p "
+          << p.top_p << " min_p " << p.min_p << " u " << u;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 1500);
+}
+
 TEST(StopStrings, MatchAcrossPiecesAndHoldBackPrefixes) {
   StopStrings s({"</end>", "STOP"});
   EXPECT_EQ(s.feed("hello </"), 6u);  // "</" may start "</end>": held back

@@ -82,8 +82,9 @@ run kv_test 30 "$BIN/kv_test" --gtest_brief=1
 run sanitizer 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/models_test" \
   --gtest_filter='*GreedyContinuationMatchesTransformers/cuda_tiny_qwen3*'
 run bench_decode 240 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --json "$OUT/decode.json"
-# Sampled decode as the engine runs it today (logits copied each step, the token drawn on the host), with a
-# coding agent's settings: temperature 0.7 and top_p 0.95, then also top_k 20.
+# Sampled decode as the engine runs it, with a coding agent's settings: temperature 0.7 and top_p 0.95
+# (logits copied each step, the token drawn on the host), then also top_k 20 (candidates selected on the
+# device, drawn on the host).
 run bench_decode_sampled 90 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --tokens 256 --runs 1 --prefill 0 --sample 0.7,0.95
 run bench_decode_sampled_topk 90 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --tokens 256 --runs 1 --prefill 0 --sample 0.7,0.95,20
 # CHECK_LEAN=1 leaves out the comparisons, the profile and the matmul benchmark; CHECK_QUICK=1 the op

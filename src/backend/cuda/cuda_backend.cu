@@ -174,6 +174,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   m.ctx.argmax_capacity = std::max(o.max_rows, kMaxDecodeRows);
   HELIUM_ASSIGN_OR_RETURN(void* keys, reserve(sizeof(unsigned long long) * m.ctx.argmax_capacity, "argmax keys"));
   m.ctx.argmax_keys = static_cast<unsigned long long*>(keys);
+  HELIUM_ASSIGN_OR_RETURN(void* select, reserve(sizeof(int32_t) * 2 * kMaxDecodeRows * cuda::kSelectChunks,
+                                                "candidate selection"));
+  m.ctx.select_scratch = static_cast<int32_t*>(select);
   m.ctx.matmul_scratch_bytes = cuda::matmul_scratch_bytes(o.max_rows, o.max_k);
   if (m.ctx.matmul_scratch_bytes > 0) {
     HELIUM_ASSIGN_OR_RETURN(m.ctx.matmul_scratch, reserve(m.ctx.matmul_scratch_bytes, "matmul scratch"));
@@ -343,6 +346,10 @@ void CudaBackend::gather_rows(const Tensor& x, const Tensor& index, Tensor out) 
   cuda::gather_rows(impl_->ctx, x, index, out);
 }
 void CudaBackend::argmax_rows(const Tensor& x, Tensor out) { cuda::argmax_rows(impl_->ctx, x, out); }
+void CudaBackend::select_candidates(const Tensor& logits, const Tensor& temperatures, const Tensor& top_k, Tensor x,
+                                    Tensor ids, Tensor count, Tensor valid) {
+  cuda::select_candidates(impl_->ctx, logits, temperatures, top_k, x, ids, count, valid);
+}
 void CudaBackend::copy_rows(Tensor x, const Tensor& src, const Tensor& dst) { cuda::copy_rows(impl_->ctx, x, src, dst); }
 void CudaBackend::fill_random(Tensor t, uint64_t seed, float offset, float scale) {
   cuda::fill_random(impl_->ctx, t, seed, offset, scale);

@@ -41,6 +41,10 @@ namespace helium::cuda {
 
 struct MatmulDecodeTable;  // matmul.cu's tuned decode configurations (below)
 
+// select_candidates cuts a row into this many chunks (top_k up to Backend::kMaxSelectTopK needs as many).
+inline constexpr int kSelectChunks = 256;
+static_assert(kSelectChunks >= Backend::kMaxSelectTopK);
+
 // Everything a launcher may use; owned by CudaBackend and reserved at creation.
 struct Context {
   cudaStream_t stream = nullptr;
@@ -51,6 +55,7 @@ struct Context {
   size_t attention_scratch_floats = 0;
   void* matmul_scratch = nullptr;  // e.g. bf16 copies of activations for large-M GEMMs
   unsigned long long* argmax_keys = nullptr;  // argmax_rows' per-row keys
+  int32_t* select_scratch = nullptr;  // select_candidates' chunk keys and counts: 2 · kMaxDecodeRows · kSelectChunks
   int argmax_capacity = 0;                    // rows argmax_keys holds
   size_t matmul_scratch_bytes = 0;
   const MatmulDecodeTable* matmul_decode_table = nullptr;  // tuned decode configs; null: defaults
@@ -153,6 +158,8 @@ void swiglu(const Context& c, const Tensor& gate, const Tensor& up, const Tensor
 void add(const Context& c, const Tensor& a, const Tensor& b, const Tensor& out);
 void gather_rows(const Context& c, const Tensor& x, const Tensor& index, const Tensor& out);
 void argmax_rows(const Context& c, const Tensor& x, const Tensor& out);
+void select_candidates(const Context& c, const Tensor& logits, const Tensor& temperatures, const Tensor& top_k,
+                       const Tensor& x, const Tensor& ids, const Tensor& count, const Tensor& valid);
 void copy_rows(const Context& c, const Tensor& x, const Tensor& src, const Tensor& dst);
 void fill_random(const Context& c, const Tensor& t, uint64_t seed, float offset, float scale);
 

@@ -19,6 +19,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "core/dtype.h"
+#include "sample/sampler.h"
 
 namespace helium::test {
 namespace {
@@ -231,6 +232,88 @@ TEST_F(CudaFusedTest, ArgmaxRowsIsTheCpuRule) {
       int32_t v;
       std::memcpy(&v, &got[static_cast<size_t>(r) * 4], 4);
       EXPECT_EQ(v, expected[static_cast<size_t>(r)]) << "row " << r << " of " << count;
+    }
+  }
+}
+
+// select_candidates on the device returns a superset of each row's best top_k (the CPU backend's exact
+// set), with every x the host's logit / temperature, the right count of valid logits, and a set from
+// which sample_from_candidates draws sample_token's token; rows of smooth logits, many ties, -inf,
+// signed zeros, few valid ids, one dominant id; a row of equal values overflows (count above cap).
+TEST_F(CudaFusedTest, SelectCandidatesHoldsTheBestTopK) {
+  std::mt19937 rng(47);
+  const int64_t cap = 2048;
+  for (int64_t n : {int64_t{151936}, int64_t{1000}, int64_t{7}}) {
+    const int64_t rows = 7;
+    std::vector<float> x(static_cast<size_t>(rows * n));
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < n; ++i) {
+        float& v = x[static_cast<size_t>(r * n + i)];
+        v = normal(rng);
+        if (r == 1) v = std::round(v);
+        if (r == 2 && i % 3 == 0) v = -INFINITY;
+        if (r == 3 && i % 2 == 0) v = (i % 4 == 0) ? 0.0f : -0.0f;
+        if (r == 4 && i % 97 != 5) v = -INFINITY;  // few valid ids
+        if (r == 5 && i == n / 2) v = 80.0f;
+        if (r == 6) v = 1.5f;                      // all equal: overflows a large row
+      }
+    const std::vector<float> temps = {0.7f, 1.0f, 0.3f, 1.3f, 0.9f, 0.5f, 1.0f};
+    const std::vector<int32_t> ks = {20, 1, 256, 64, 40, 5, 20};
+    const Tensor logits = upload(x, DType::F32, {rows, n});
+    const Tensor t = upload(temps, DType::F32, {rows});
+    const Tensor k = zeros({rows}, DType::I32);
+    backend_->copy_to_device(k, ks.data());
+    const Tensor ox = zeros({rows, cap}), oid = zeros({rows, cap}, DType::I32), count = zeros({rows}, DType::I32),
+                 valid = zeros({rows}, DType::I32);
+    backend_->select_candidates(logits, t, k, ox, oid, count, valid);
+    std::vector<float> gx(static_cast<size_t>(rows * cap));
+    std::vector<int32_t> gid(static_cast<size_t>(rows * cap)), gcount(static_cast<size_t>(rows)), gvalid(static_cast<size_t>(rows));
+    backend_->copy_to_host(gx.data(), ox);
+    backend_->copy_to_host(gid.data(), oid);
+    backend_->copy_to_host(gcount.data(), count);
+    backend_->copy_to_host(gvalid.data(), valid);
+    backend_->synchronize();
+    // The CPU backend's exact best top_k (the Backend default).
+    CpuBackend cpu(2);
+    std::vector<float> cx(static_cast<size_t>(rows * 256));
+    std::vector<int32_t> cid(static_cast<size_t>(rows * 256)), ccount(static_cast<size_t>(rows)), cvalid(static_cast<size_t>(rows));
+    cpu.select_candidates(Tensor(x.data(), DType::F32, {rows, n}), Tensor(const_cast<float*>(temps.data()), DType::F32, {rows}),
+                          Tensor(const_cast<int32_t*>(ks.data()), DType::I32, {rows}), Tensor(cx.data(), DType::F32, {rows, 256}),
+                          Tensor(cid.data(), DType::I32, {rows, 256}), Tensor(ccount.data(), DType::I32, {rows}),
+                          Tensor(cvalid.data(), DType::I32, {rows}));
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto ri = static_cast<size_t>(r);
+      EXPECT_EQ(gvalid[ri], cvalid[ri]) << "row " << r << " of " << n;
+      if (r == 6 && n > cap) {
+        EXPECT_GT(gcount[ri], cap) << "equal values must overflow";
+        continue;
+      }
+      ASSERT_LE(gcount[ri], cap) << "row " << r << " of " << n;
+      std::vector<std::pair<float, int32_t>> set;
+      for (int32_t j = 0; j < gcount[ri]; ++j) {
+        const float v = gx[ri * cap + static_cast<size_t>(j)];
+        const int32_t id = gid[ri * cap + static_cast<size_t>(j)];
+        ASSERT_TRUE(id >= 0 && id < n);
+        EXPECT_EQ(v, x[static_cast<size_t>(r * n + id)] / temps[ri]) << "row " << r << " id " << id;
+        set.emplace_back(v, id);
+      }
+      for (int32_t j = 0; j < ccount[ri]; ++j) {
+        const int32_t id = cid[ri * 256 + static_cast<size_t>(j)];
+        EXPECT_TRUE(std::any_of(set.begin(), set.end(), [&](const auto& e) { return e.second == id; }))
+            << "row " << r << " of " << n << " lacks id " << id << " (rank " << j << ")";
+      }
+      SamplingParams p;
+      p.temperature = temps[ri];
+      p.top_k = ks[ri];
+      p.top_p = 0.9f;
+      if (p.greedy()) continue;  // top_k 1 is greedy (the engine takes the argmax instead)
+      SamplerScratch a, b;
+      const std::vector<float> row(x.begin() + r * n, x.begin() + (r + 1) * n);
+      for (double u : {0.0, 0.4, 0.999}) {
+        EXPECT_EQ(sample_from_candidates(set, gvalid[ri], p, u, static_cast<int32_t>(n), a), sample_token(row, p, {}, 0, u, b))
+            << "row " << r << " of " << n << " u " << u;
+      }
     }
   }
 }

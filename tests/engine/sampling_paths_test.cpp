@@ -1,0 +1,46 @@
+// Sampled decoding takes one of two paths: a request that samples with top_k on the raw logits gets its
+// candidates selected by the backend (Backend::select_candidates; sample_from_candidates), any other
+// copies the logits (sample_token). Both must write the same tokens for the same seed.
+#include <gtest/gtest.h>
+
+#include "engine_fixture.h"
+
+namespace helium {
+namespace {
+
+using testing::greedy_request;
+using testing::load_default_engine;
+
+TEST(SamplingPaths, DeviceCandidatesWriteWhatTheLogitsWrite) {
+  auto engine = load_default_engine();
+  ASSERT_TRUE(engine);
+  struct Setting {
+    float temperature;
+    int top_k;
+    float top_p, min_p;
+  };
+  for (const Setting s : {Setting{0.7f, 20, 0.95f, 0.0f}, Setting{1.0f, 5, 1.0f, 0.0f}, Setting{1.5f, 256, 0.9f, 0.05f},
+                          Setting{0.3f, 2, 1.0f, 0.0f}}) {
+    for (uint64_t seed : {uint64_t{1}, uint64_t{99}}) {
+      GenerationRequest candidates = greedy_request(*engine, "def quicksort(items):\n", 40);
+      candidates.sampling.temperature = s.temperature;
+      candidates.sampling.top_k = s.top_k;
+      candidates.sampling.top_p = s.top_p;
+      candidates.sampling.min_p = s.min_p;
+      candidates.sampling.seed = seed;
+      ASSERT_TRUE(candidates.sampling.device_candidates(Backend::kMaxSelectTopK));
+      // A zero bias changes no logit but makes the request take the logits path.
+      GenerationRequest logits = candidates;
+      logits.sampling.logit_bias = {{7, 0.0f}};
+      ASSERT_FALSE(logits.sampling.device_candidates(Backend::kMaxSelectTopK));
+      auto a = engine->generate(candidates);
+      auto b = engine->generate(logits);
+      ASSERT_TRUE(a && b);
+      EXPECT_EQ(a->tokens, b->tokens) << "T " << s.temperature << " top_k " << s.top_k << " seed " << seed;
+      EXPECT_EQ(a->tokens.size(), 40u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace helium
