@@ -142,6 +142,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   // tok/s at 1K / 32K, end 196.6 / 151.2 (the same tuned configurations); with the configurations the
   // tuner picks when it times with the early trigger too, 202.7 / 155.0 against 198.0 / 152.6.
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MATMUL_TRIGGER", "start", "end", impl->ctx.matmul_early_trigger));
+  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_PREFILL_FUSED", "on", "off", impl->ctx.prefill_fused));
   // The decode matmul's smallest x tile: 16 KB unless HELIUM_CUDA_XTILE_KB says otherwise (32 / 48 / 64 KB
   // ran 194.6 / 192.6 / 193.2 tok/s at 1K against 196.6 at 16 KB; the same run).
   if (const char* t = std::getenv("HELIUM_CUDA_XTILE_KB"); t != nullptr && *t) {

@@ -85,6 +85,9 @@ struct Context {
   bool matmul_early_trigger = true;
   // The smallest x tile of the decode matmul in bytes (HELIUM_CUDA_XTILE_KB, for comparisons; 0: 16 KB).
   int64_t x_tile_min_bytes = 0;
+  // Prefill matmuls stage x once per fused op (norm or SwiGLU applied while rounding it for cuBLASLt, the
+  // residual added in the GEMM's epilogue) unless HELIUM_CUDA_PREFILL_FUSED=off (matmul.cu, prefill_fused).
+  bool prefill_fused = true;
 };
 enum OmitBits : unsigned {
   kOmitQkv = 1u << 0,        // rms_norm_matmul_split into three outputs

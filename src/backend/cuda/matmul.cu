@@ -476,6 +476,59 @@ __global__ void round_x_kernel(const float* x, T* out, int64_t count8) {
   }
 }
 
+// Eight f32 values to eight 16-bit ones (round to nearest even): round_x_kernel's packing.
+template <class T>
+__device__ __forceinline__ uint4 pack8(const float (&v)[8]) {
+  uint4 packed;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 h[4] = {__floats2bfloat162_rn(v[0], v[1]), __floats2bfloat162_rn(v[2], v[3]),
+                                 __floats2bfloat162_rn(v[4], v[5]), __floats2bfloat162_rn(v[6], v[7])};
+    memcpy(&packed, h, 16);
+  } else {
+    const __half2 h[4] = {__floats2half2_rn(v[0], v[1]), __floats2half2_rn(v[2], v[3]), __floats2half2_rn(v[4], v[5]),
+                          __floats2half2_rn(v[6], v[7])};
+    memcpy(&packed, h, 16);
+  }
+  return packed;
+}
+
+// out = silu(gate) · up rounded (silu_mul, then the rounding of round_x_kernel): the SwiGLU of a prefill
+// down projection staged for its GEMM in one pass. count8 = elements / 8, all 16-byte aligned.
+template <class T>
+__global__ void swiglu_round_kernel(const float* gate, const float* up, T* out, int64_t count8) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count8; i += int64_t{gridDim.x} * blockDim.x) {
+    float v[8];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float4 g = reinterpret_cast<const float4*>(gate)[2 * i + h];
+      const float4 u = reinterpret_cast<const float4*>(up)[2 * i + h];
+      v[4 * h + 0] = silu_mul(g.x, u.x);
+      v[4 * h + 1] = silu_mul(g.y, u.y);
+      v[4 * h + 2] = silu_mul(g.z, u.z);
+      v[4 * h + 3] = silu_mul(g.w, u.w);
+    }
+    reinterpret_cast<uint4*>(out)[i] = pack8<T>(v);
+  }
+}
+
+// out = rms_norm(x) rounded, one block of kRmsLanes threads per row (rms_norm's arithmetic, elementwise.cuh).
+template <class T>
+__global__ void __launch_bounds__(kRmsLanes) rms_norm_round_kernel(const float* x, const void* w, DType w_dtype,
+                                                                   int64_t dim, float eps, bool zero_centred, T* out) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+  const float* xr = x + blockIdx.x * dim;
+  __shared__ float partial[kRmsLanes];
+  partial[threadIdx.x] = rms_partial(xr, dim, threadIdx.x);
+  const float scale = rms_scale_from_partials(partial, threadIdx.x, kRmsLanes, dim, eps, [] { __syncthreads(); });
+  for (int64_t i8 = threadIdx.x; i8 < dim / 8; i8 += kRmsLanes) {
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = rms_apply(xr[i8 * 8 + e], scale, load_as_f32(w, i8 * 8 + e, w_dtype), zero_centred);
+    reinterpret_cast<uint4*>(out + blockIdx.x * dim)[i8] = pack8<T>(v);
+  }
+}
+
 __global__ void add_bias_kernel(float* y, const void* bias, DType bias_dtype, int64_t rows, int64_t n) {
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   const int64_t total = rows * n;
@@ -837,9 +890,10 @@ class LtGemm {
     return true;
   }
 
-  void run(const Context& c, const void* a, const void* b, float* d) {
-    const float one = 1.0f, zero = 0.0f;
-    HELIUM_LT_CHECK(cublasLtMatmul(c.lt, &desc_, &one, a, &a_, b, &b_, &zero, d, &d_, d, &d_, &algo_, c.lt_workspace,
+  // d = a·b (+ d when accumulate: beta 1, d read in the epilogue).
+  void run(const Context& c, const void* a, const void* b, float* d, bool accumulate = false) {
+    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    HELIUM_LT_CHECK(cublasLtMatmul(c.lt, &desc_, &one, a, &a_, b, &b_, &beta, d, &d_, d, &d_, &algo_, c.lt_workspace,
                                    c.lt_workspace_bytes, c.stream));
   }
 
@@ -897,6 +951,67 @@ void run_prefill(const Context& c, const Tensor& x, const Tensor& w, const Tenso
     launch(c, add_bias_kernel, blocks, 256, 0, y.as<float>(), bias.data, bias.dtype, s.rows, s.n);
     HELIUM_CUDA_CHECK(cudaGetLastError());
   }
+}
+
+// Prefill rows of a 16-bit weight with outputs ys (the splits of w's rows, as matmul_split): x staged once
+// into matmul_scratch — rounded, with the fused transform applied on the way (RMSNorm or SwiGLU, the
+// arithmetic of the unfused kernels) — then one cuBLASLt GEMM per output; accumulate (one output): y +=
+// in the GEMM's epilogue (beta 1) instead of a scratch product and an add. Unfused, the same work reads
+// and writes x two or three more times (each split rounded x again). Returns false, having enqueued
+// nothing, where it does not apply; the caller then runs the unfused sequence.
+bool prefill_fused(const Context& c, const Tensor& x, const XInput& xin, const Tensor& w, const Tensor& bias,
+                   std::span<const Tensor> ys, bool accumulate) {
+  const int64_t rows = leading_rows(x);
+  if (rows <= kMaxDecodeRows || w.rank != 2 || (w.dtype != DType::BF16 && w.dtype != DType::F16) || c.lt == nullptr)
+    return false;
+  const int64_t k = w.dim(1);
+  if (k % kChunk != 0 || x.numel() != rows * k || !aligned_16(x.data) || !aligned_16(w.data)) return false;
+  if (xin.xform == kSwiGLU && (!aligned_16(xin.up.data) || xin.up.numel() != x.numel())) return false;
+  if (accumulate && (ys.size() != 1 || bias.data != nullptr)) return false;
+  if (ys.size() > static_cast<size_t>(Backend::kMaxMatmulSplits)) return false;
+  const size_t scratch = static_cast<size_t>(rows) * static_cast<size_t>(k) * 2;
+  if (c.matmul_scratch == nullptr || c.matmul_scratch_bytes < scratch || !aligned_16(c.matmul_scratch)) return false;
+  const cudaDataType_t ab_type = w.dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+  LtGemm gemms[Backend::kMaxMatmulSplits];
+  Tensor views[Backend::kMaxMatmulSplits], biases[Backend::kMaxMatmulSplits];
+  int64_t offset = 0;
+  for (size_t i = 0; i < ys.size(); ++i) {
+    const int64_t width = ys[i].shape[ys[i].rank - 1];
+    views[i] = w.rows_from(offset).first_rows(width);
+    if (bias.data != nullptr)
+      biases[i] = Tensor(static_cast<uint8_t*>(bias.data) + offset * dtype_bytes(bias.dtype), bias.dtype, {width});
+    offset += width;
+    check_operands("matmul", x, views[i], biases[i], ys[i]);
+    if (!aligned_16(views[i].data)) return false;
+    const bool f32_bias = biases[i].data != nullptr && biases[i].dtype == DType::F32;
+    if (biases[i].data != nullptr && !f32_bias) return false;
+    if (!gemms[i].plan(c, ab_type, rows, width, k, views[i].data, c.matmul_scratch, ys[i].as<float>(),
+                       f32_bias ? static_cast<const float*>(biases[i].data) : nullptr))
+      return false;
+  }
+  const int sm_count = c.sm_count > 0 ? c.sm_count : 132;
+  const int64_t count8 = rows * k / kChunk;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count8 + 255) / 256, int64_t{sm_count} * 8));
+  const bool bf16 = w.dtype == DType::BF16;
+  auto* out_b = static_cast<__nv_bfloat16*>(c.matmul_scratch);
+  auto* out_h = static_cast<__half*>(c.matmul_scratch);
+  if (xin.xform == kRmsNorm) {
+    HELIUM_CUDA_REQUIRE("matmul", xin.norm_w.numel() == k);
+    const dim3 grid(static_cast<unsigned>(rows));
+    if (bf16) launch(c, rms_norm_round_kernel<__nv_bfloat16>, grid, kRmsLanes, 0, x.as<float>(), xin.norm_w.data,
+                     xin.norm_w.dtype, k, xin.eps, xin.zero_centred, out_b);
+    else launch(c, rms_norm_round_kernel<__half>, grid, kRmsLanes, 0, x.as<float>(), xin.norm_w.data, xin.norm_w.dtype, k,
+                xin.eps, xin.zero_centred, out_h);
+  } else if (xin.xform == kSwiGLU) {
+    if (bf16) launch(c, swiglu_round_kernel<__nv_bfloat16>, blocks, 256, 0, x.as<float>(), xin.up.as<float>(), out_b, count8);
+    else launch(c, swiglu_round_kernel<__half>, blocks, 256, 0, x.as<float>(), xin.up.as<float>(), out_h, count8);
+  } else {
+    if (bf16) launch(c, round_x_kernel<__nv_bfloat16>, blocks, 256, 0, x.as<float>(), out_b, count8);
+    else launch(c, round_x_kernel<__half>, blocks, 256, 0, x.as<float>(), out_h, count8);
+  }
+  HELIUM_CUDA_CHECK(cudaGetLastError());
+  for (size_t i = 0; i < ys.size(); ++i) gemms[i].run(c, views[i].data, c.matmul_scratch, ys[i].as<float>(), accumulate);
+  return true;
 }
 
 }  // namespace
@@ -994,6 +1109,8 @@ void matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor
   const MatmulShape shape = check_operands("matmul_add", x, w, bias, y);
   if (shape.rows == 0 || shape.n == 0) return;
   if (shape.rows > kMaxDecodeRows || !decode_vector_loads_ok(x, w, shape.k)) {
+    if (c.prefill_fused && prefill_fused(c, x, XInput{}, w, bias, std::span<const Tensor>(&y, 1), /*accumulate=*/true))
+      return;
     matmul(c, x, w, bias, scratch);
     add(c, y, scratch, y);
     return;
@@ -1043,6 +1160,7 @@ void matmul_split(const Context& c, const Tensor& x, const Tensor& w, const Tens
   HELIUM_CUDA_REQUIRE("matmul_split", offset == n);
   if (rows == 0 || n == 0) return;
   if (rows > kMaxDecodeRows || !decode_vector_loads_ok(x, w, w.dim(1))) {
+    if (c.prefill_fused && prefill_fused(c, x, XInput{}, w, bias, ys, false)) return;
     offset = 0;
     for (const Tensor& y : ys) {
       const int64_t width = y.shape[y.rank - 1];
@@ -1060,32 +1178,35 @@ void matmul_split(const Context& c, const Tensor& x, const Tensor& w, const Tens
 void rms_norm_matmul_split(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
                            const Tensor& xn_scratch, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) {
   HELIUM_CUDA_REQUIRE("rms_norm_matmul_split", w.rank == 2 && norm_w.numel() == w.dim(1));
-  if (!decode_fusable(x, w)) {
-    rms_norm(c, x, norm_w, eps, zero_centred, xn_scratch);
-    matmul_split(c, xn_scratch, w, bias, ys);
-    return;
-  }
   XInput xin;
   xin.xform = kRmsNorm;
   xin.norm_w = norm_w;
   xin.eps = eps;
   xin.zero_centred = zero_centred;
+  if (!decode_fusable(x, w)) {
+    if (c.prefill_fused && prefill_fused(c, x, xin, w, bias, ys, false)) return;
+    rms_norm(c, x, norm_w, eps, zero_centred, xn_scratch);
+    matmul_split(c, xn_scratch, w, bias, ys);
+    return;
+  }
   launch_split_decode(c, x, w, bias, ys, xin);
 }
 
 void swiglu_matmul_add(const Context& c, const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& bias,
                        const Tensor& scratch, const Tensor& y) {
   HELIUM_CUDA_REQUIRE("swiglu_matmul_add", up.dtype == DType::F32 && up.numel() == gate.numel());
+  XInput xin;
+  xin.xform = kSwiGLU;
+  xin.up = up;
   if (!decode_fusable(gate, w) || !aligned_16(up.data)) {
+    if (c.prefill_fused && prefill_fused(c, gate, xin, w, bias, std::span<const Tensor>(&y, 1), /*accumulate=*/true))
+      return;
     swiglu(c, gate, up, gate);
     matmul_add(c, gate, w, bias, scratch, y);
     return;
   }
   const MatmulShape shape = check_operands("swiglu_matmul_add", gate, w, bias, y);
   HELIUM_CUDA_REQUIRE("swiglu_matmul_add", !ranges_overlap(y, up));
-  XInput xin;
-  xin.xform = kSwiGLU;
-  xin.up = up;
   launch_decode(c, gate, w, bias, std::span<const Tensor>(&y, 1), shape, decode_config_for(c, shape, w.dtype),
                 /*accumulate=*/true, xin);
 }
