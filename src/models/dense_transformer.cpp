@@ -27,9 +27,10 @@ class DenseTransformer final : public Model {
   int max_rows() const override { return max_rows_; }
   using Model::forward;
   Status forward(const Batch& batch, std::span<const LayerKv> kv, const ForwardOutputs& out) override;
-  Status copy_candidates(const CandidateOutputs& cand, int n, std::span<float> logits);
 
  private:
+  // After a forward: the n logit rows' sampling candidates (ForwardOutputs::candidates).
+  Status copy_candidates(const CandidateOutputs& cand, int n, std::span<float> logits);
   // An activation buffer of (max_rows, cols) of `dtype`, allocated once.
   Result<Tensor> plan(int64_t rows, int64_t cols, DType dtype);
   void attention_block(const DenseLayerWeights& w, const LayerKv& kv, const AttentionLayout& layout, int rows);
@@ -331,9 +332,10 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
     return Status::error("argmax buffer has the wrong size");
   if (const auto& cand = out.candidates) {
     const size_t n_rows = logit_rows.size();
+    if (!out.argmax.empty()) return Status::error("a forward returns either argmax ids or sampling candidates");
     if (cand->temperature.size() != n_rows || cand->top_k.size() != n_rows || cand->count.size() != n_rows ||
         cand->valid.size() != n_rows || cand->x.size() != n_rows * kMaxCandidates ||
-        cand->ids.size() != n_rows * kMaxCandidates || !out.argmax.empty())
+        cand->ids.size() != n_rows * kMaxCandidates)
       return Status::error("candidate buffers have the wrong size");
     for (size_t r = 0; r < n_rows; ++r)
       if (!(cand->temperature[r] > 0.0f) || cand->top_k[r] < 1 || cand->top_k[r] > Backend::kMaxSelectTopK)
