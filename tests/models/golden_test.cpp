@@ -37,7 +37,7 @@ struct Loaded {
 std::string device_of(const std::string& param) { return param.substr(0, param.find(':')); }
 std::string model_of(const std::string& param) { return param.substr(param.find(':') + 1); }
 
-std::unique_ptr<Backend> make_backend(const std::string& device, std::optional<CpuIsa> isa, int threads) {
+std::unique_ptr<Backend> make_backend([[maybe_unused]] const std::string& device, std::optional<CpuIsa> isa, int threads) {
 #if HELIUM_HAVE_CUDA
   if (device == "cuda") {
     CudaBackendOptions o;

@@ -169,10 +169,37 @@ TEST(ModelForward, BadBatchesAreRefused) {
                 .find("argmax buffer has the wrong size"),
             std::string::npos);
 
+  // Sampling candidates: buffers of the wrong size, settings outside the device path, and argmax ids asked
+  // for together with them are refused by name.
+  float temperature = 0.7f;
+  int32_t top_k = 20, count = 0, valid = 0;
+  std::vector<float> cand_x(kMaxCandidates);
+  std::vector<int32_t> cand_ids(kMaxCandidates);
+  auto candidates = [&](std::span<float> x) {
+    return CandidateOutputs{{&temperature, 1}, {&top_k, 1}, x, cand_ids, {&count, 1}, {&valid, 1}};
+  };
+  auto message = [&](const ForwardOutputs& out) { return model.value()->forward(good, kv.value()->layers(), out).message(); };
+  EXPECT_NE(message(ForwardOutputs{{}, {}, candidates(std::span<float>(cand_x).first(10))}).find("candidate buffers"),
+            std::string::npos);
+  top_k = Backend::kMaxSelectTopK + 1;
+  EXPECT_NE(message(ForwardOutputs{{}, {}, candidates(cand_x)}).find("top_k in 1.."), std::string::npos);
+  top_k = 20;
+  temperature = 0.0f;
+  EXPECT_NE(message(ForwardOutputs{{}, {}, candidates(cand_x)}).find("temperature > 0"), std::string::npos);
+  temperature = 0.7f;
+  int32_t id = -1;
+  EXPECT_NE(message(ForwardOutputs{{}, std::span<int32_t>(&id, 1), candidates(cand_x)}).find("either argmax ids or"),
+            std::string::npos);
+  // And valid ones give the best top_k of the logits, the first of them the greedy token.
+  ASSERT_TRUE(model.value()->forward(good, kv.value()->layers(), ForwardOutputs{{}, {}, candidates(cand_x)}).is_ok());
+  EXPECT_EQ(count, top_k);
+  EXPECT_EQ(valid, vocab);
+
   // The model still works afterwards, and its argmax is the greedy token of its logits.
   int32_t greedy = -1;
   ASSERT_TRUE(model.value()->forward(good, kv.value()->layers(), ForwardOutputs{one, std::span<int32_t>(&greedy, 1)}).is_ok());
   EXPECT_EQ(greedy, std::max_element(one.begin(), one.end()) - one.begin());
+  EXPECT_EQ(cand_ids[0], greedy);
 }
 
 }  // namespace
