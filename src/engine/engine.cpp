@@ -69,7 +69,7 @@ ScratchShape scratch_shape_of(const Checkpoint& ckpt) {
   return s;
 }
 
-Result<DeviceChoice> make_backend(const EngineOptions& options, int64_t context, const ScratchShape& shape) {
+Result<DeviceChoice> make_backend(const EngineOptions& options, int64_t context, [[maybe_unused]] const ScratchShape& shape) {
   auto rows_for = [&](bool cuda) {
     if (options.max_rows > 0) return options.max_rows;
     return static_cast<int>(std::min<int64_t>(cuda ? 4096 : 256, std::max<int64_t>(context, 1)));
