@@ -79,7 +79,10 @@ class DeviceMemory {
 template <class T>
 DeviceMemory upload(const std::vector<T>& v) {
   DeviceMemory m(v.size() * sizeof(T));
-  if (!v.empty()) HELIUM_CUDA_CHECK(cudaMemcpy(m.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  if (!v.empty()) {
+    HELIUM_CUDA_CHECK(cudaMemcpy(m.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    HELIUM_CUDA_CHECK(cudaDeviceSynchronize());  // a pageable copy may return before it lands; kernels run on a non-blocking stream
+  }
   return m;
 }
 

@@ -68,8 +68,11 @@ class DeviceArray {
     return static_cast<T*>(data_);
   }
   size_t bytes() const { return bytes_; }
+  // cudaMemcpy from pageable memory may return before the copy has landed, and the kernels run on a
+  // non-blocking stream that does not wait for it: the device is synchronised before anything reads it.
   void upload(const void* host, size_t bytes, size_t offset = 0) {
     TEST_CUDA(cudaMemcpy(static_cast<char*>(data_) + offset, host, bytes, cudaMemcpyHostToDevice));
+    TEST_CUDA(cudaDeviceSynchronize());
   }
 
  private:
