@@ -93,7 +93,6 @@ struct Runner {
   SamplerScratch scratch = {};
   std::vector<float> cand_x = {};
   std::vector<int32_t> cand_ids = {};
-  std::vector<std::pair<float, int32_t>> candidates = {};
 
   Status forward_last(const Batch& b) {
     if (sampling) {  // as the engine does: candidates selected on the device when top_k allows, else logits
@@ -108,9 +107,9 @@ struct Runner {
         const CandidateOutputs cand{{&temperature, 1}, {&top_k, 1}, cand_x, cand_ids, {&count, 1}, {&valid, 1}};
         HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), ForwardOutputs{logits, {}, cand}));
         if (count <= kMaxCandidates) {
-          candidates.resize(static_cast<size_t>(count));
-          for (int32_t j = 0; j < count; ++j) candidates[static_cast<size_t>(j)] = {cand_x[j], cand_ids[j]};
-          next = sample_from_candidates(candidates, valid, *sampling, u, static_cast<int32_t>(logits.size()), scratch);
+          const auto n = static_cast<size_t>(count);
+          next = sample_from_candidates(std::span(cand_x).first(n), std::span(cand_ids).first(n), valid, *sampling, u,
+                                        static_cast<int32_t>(logits.size()), scratch);
           return Status::ok();
         }
       } else {

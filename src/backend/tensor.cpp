@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/candidate_order.h"
 
 namespace helium {
 
@@ -78,8 +79,7 @@ void Backend::select_candidates(const Tensor& logits, const Tensor& temperatures
       if (row[i] > -std::numeric_limits<float>::infinity()) c.emplace_back(row[i] / t, static_cast<int32_t>(i));
     valid.as<int32_t>()[r] = static_cast<int32_t>(c.size());
     const auto keep = std::min<size_t>(c.size(), static_cast<size_t>(top_k.as<int32_t>()[r]));
-    std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(keep), c.end(),
-                      [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+    std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(keep), c.end(), ranks_before);
     count.as<int32_t>()[r] = static_cast<int32_t>(keep);
     for (size_t i = 0; i < keep && static_cast<int64_t>(i) < cap; ++i) {
       x.as<float>()[r * cap + static_cast<int64_t>(i)] = c[i].first;

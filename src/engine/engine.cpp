@@ -274,7 +274,7 @@ bool Engine::sample_next(ActiveGeneration& g) {
   if (token < 0) {
     const double u = philox_uniform(g.request.sampling.seed, static_cast<uint64_t>(position));
     if (g.valid_candidates >= 0)
-      token = sample_from_candidates(g.candidates, g.valid_candidates, g.request.sampling, u,
+      token = sample_from_candidates(g.candidate_x, g.candidate_ids, g.valid_candidates, g.request.sampling, u,
                                      static_cast<int32_t>(model_->info().vocab_size), g.scratch);
     else
       token = sample_token(g.logits, g.request.sampling, g.context_tokens, static_cast<size_t>(g.generated), u, g.scratch);
@@ -353,10 +353,9 @@ Status Engine::step(std::span<ActiveGeneration* const> generations) {
         std::copy_n(step_logits_.begin() + static_cast<std::ptrdiff_t>(i * vocab), vocab, g.logits.begin());
         continue;
       }
-      g.candidates.resize(static_cast<size_t>(step_count_[i]));
-      for (int32_t j = 0; j < step_count_[i]; ++j)
-        g.candidates[static_cast<size_t>(j)] = {step_x_[i * kMaxCandidates + static_cast<size_t>(j)],
-                                                step_ids_[i * kMaxCandidates + static_cast<size_t>(j)]};
+      const auto from = static_cast<std::ptrdiff_t>(i * kMaxCandidates), count = static_cast<std::ptrdiff_t>(step_count_[i]);
+      g.candidate_x.assign(step_x_.begin() + from, step_x_.begin() + from + count);
+      g.candidate_ids.assign(step_ids_.begin() + from, step_ids_.begin() + from + count);
       g.valid_candidates = step_valid_[i];
     }
     return Status::ok();

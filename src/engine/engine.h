@@ -79,7 +79,8 @@ struct ActiveGeneration {
                                         // then were not copied (-1: sample from `logits`)
   // Plain top-k sampling: the candidates the device selected from those logits (sample_from_candidates)
   // and the row's count of logits > -inf; -1: none (sample from `logits`).
-  std::vector<std::pair<float, int32_t>> candidates;
+  std::vector<float> candidate_x;
+  std::vector<int32_t> candidate_ids;
   int64_t valid_candidates = -1;
   std::unique_ptr<IncrementalDetokenizer> detok;
   std::unique_ptr<StopStrings> stop_strings;

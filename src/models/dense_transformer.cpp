@@ -419,7 +419,9 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
 }
 
 // The logit rows' sampling candidates, selected where the logits are (outside the recorded graph: the
-// settings change from step to step); a row whose set overflows gets its logits copied instead.
+// settings change from step to step); a row whose set overflows gets its logits copied instead. Each
+// row's whole x/ids buffers come back (16 KB a row), not just its `count` entries: knowing the counts
+// first would take a second synchronisation, which costs more than the copy.
 Status DenseTransformer::copy_candidates(const CandidateOutputs& cand, int n, std::span<float> logits) {
   const int64_t vocab = config_.vocab_size;
   backend_.copy_to_device(vector_of(cand_temperature_, n), cand.temperature.data());

@@ -1,6 +1,7 @@
 #include "sample/sampler.h"
 
 #include "sample/softmax_terms.h"
+#include "core/candidate_order.h"
 
 #include <algorithm>
 #include <cstring>
@@ -25,11 +26,11 @@ std::string validate_sampling(const SamplingParams& p, int64_t vocab_size) {
 
 namespace {
 
-using Candidate = std::pair<float, int32_t>;
+using Candidate = ScoredToken;
 constexpr int64_t kRankFirst = 1024;  // candidates ranked before the draw looks for more
 
-// (x desc, id asc), the candidates' total order.
-bool better(const Candidate& a, const Candidate& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; }
+// (x desc, id asc), the candidates' total order (core/candidate_order.h: the backends select by it too).
+bool better(const Candidate& a, const Candidate& b) { return ranks_before(a, b); }
 
 // A key whose ascending order is x's descending order, equal for +0 and -0 (they compare equal).
 uint32_t descending_key(float x) {
@@ -148,10 +149,11 @@ int32_t draw_ranked(std::span<const Candidate> c, const SamplingParams& p, doubl
 
 }  // namespace
 
-int32_t sample_from_candidates(std::span<const std::pair<float, int32_t>> candidates, int64_t valid,
+int32_t sample_from_candidates(std::span<const float> x, std::span<const int32_t> ids, int64_t valid,
                                const SamplingParams& p, double u, int32_t vocab_size, SamplerScratch& s) {
   auto& c = s.candidates;
-  c.assign(candidates.begin(), candidates.end());
+  c.resize(std::min(x.size(), ids.size()));
+  for (size_t i = 0; i < c.size(); ++i) c[i] = {x[i], ids[i]};
   if (c.empty() || valid <= 0) return 0;
   const int64_t kept = std::min<int64_t>({p.top_k, valid, static_cast<int64_t>(c.size())});
   std::partial_sort(c.begin(), c.begin() + kept, c.end(), better);

@@ -61,13 +61,14 @@ struct SamplerScratch {
 int32_t sample_token(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> context,
                      size_t output_len, double u, SamplerScratch& scratch);
 
-// sample_token for a row whose logits are not at hand, from a set of its candidates (x = logit /
-// temperature, id) that holds every candidate ranked among the row's best top_k (in the candidate order,
-// x desc then id asc), in any order, possibly more; `valid` is the row's number of logits > -inf.
+// sample_token for a row whose logits are not at hand, from a set of its candidates — x[i] = logit /
+// temperature of token ids[i], x and ids of one size — that holds every candidate ranked among the row's
+// best top_k (in the candidate order, x desc then id asc), in any order, possibly more (the arrays
+// Backend::select_candidates writes); `valid` is the row's number of logits > -inf.
 // For settings with top_k > 0, not greedy, and no penalty or bias (SamplingParams::device_candidates):
 // then it returns what sample_token returns on the whole row with the same u (a device selects the
 // candidates where the logits are: Backend::select_candidates).
-int32_t sample_from_candidates(std::span<const std::pair<float, int32_t>> candidates, int64_t valid,
+int32_t sample_from_candidates(std::span<const float> x, std::span<const int32_t> ids, int64_t valid,
                                const SamplingParams& params, double u, int32_t vocab_size, SamplerScratch& scratch);
 
 // Finds stop strings in streamed text. feed() appends text and returns how many bytes of the text so far

@@ -264,7 +264,13 @@ TEST(Sampler, FromCandidatesIsSampleTokenOnTheWholeRow) {
       int64_t valid = 0;
       const auto superset = candidate_superset(logits, p, std::uniform_int_distribution<int>(0, 40)(rng), rng, valid);
       const int32_t want = sample_token(logits, p, {}, 0, u, a);
-      EXPECT_EQ(sample_from_candidates(superset, valid, p, u, vocab, b), want)
+      std::vector<float> xs;
+      std::vector<int32_t> ids;
+      for (const auto& [x, id] : superset) {
+        xs.push_back(x);
+        ids.push_back(id);
+      }
+      EXPECT_EQ(sample_from_candidates(xs, ids, valid, p, u, vocab, b), want)
           << "vocab " << vocab << " kind " << kind << " T " << p.temperature << " top_k " << p.top_k << " top_p "
           << p.top_p << " min_p " << p.min_p << " u " << u;
       ++checked;

@@ -50,7 +50,7 @@ using bf16 = __nv_bfloat16;
 // for short rows (partition_keys, attention_partitions.h).
 constexpr int kDecodePartitionKeys = kMaxPartitionKeys;
 constexpr int kDecodeThreads = 128;
-constexpr int kDecodeStages = 4;             // cp.async ring depth of the decode kernel
+constexpr int kDecodeStages = 4;             // cp.async ring depth of the decode kernel (default; 3: Context)
 constexpr int kDecodeStageBytes = 16 << 10;  // bytes of one ring stage
 constexpr int kMergeThreads = 256;
 constexpr int kGenericThreads = 128;
@@ -253,8 +253,9 @@ __device__ __forceinline__ float warp_sum(float v) {
 //   max / exp / l: per head, lane i of a warp takes keys i, i + 32, ... in order, then a butterfly;
 //   acc: each lane group sums its keys in increasing position, then the kKeySlots groups are summed in
 //   group order through shared memory.
-template <typename T, int kHeadDim, int kGroup>
+template <typename T, int kHeadDim, int kGroup, int kRingStages>
 struct DecodeTraits {
+  static constexpr int kStages = kRingStages;
   static constexpr int kElems = kGroup == 8 ? 8 : 16;  // cache elements per lane per key
   static constexpr int kVec = CacheElem<T>::kPer16Bytes;
   static constexpr int kLoads = kElems / kVec;
@@ -273,20 +274,22 @@ struct DecodeTraits {
   static_assert(kLanesPerKey >= 1 && kLanesPerKey <= 32 && (kLanesPerKey & (kLanesPerKey - 1)) == 0);
   static_assert(kDecodePartitionKeys % kChunkKeys == 0 && kChunkKeys % (kKeySlots * kStepKeys) == 0);
   static_assert(kPiecesPerChunk % kDecodeThreads == 0);
-  static_assert(kKeySlots * kGroup * kHeadDim * 4 <= kDecodeStages * kDecodeStageBytes);
+  static_assert(kKeySlots * kGroup * kHeadDim * 4 <= kStages * kDecodeStageBytes);
 
-  static constexpr size_t kRingBytes = size_t{kDecodeStages} * kDecodeStageBytes;
+  static constexpr size_t kRingBytes = size_t{kStages} * kDecodeStageBytes;
   static constexpr size_t kScoreBytes = size_t{kDecodePartitionKeys} * kGroup * 4;
   static constexpr size_t kSlotBytes = size_t{kDecodePartitionKeys} * 8;
   static constexpr size_t kSmemBytes = kRingBytes + kScoreBytes + kSlotBytes + 2 * kGroup * 4;
 };
 
-template <typename T, int kHeadDim, int kGroup>
-__global__ void __launch_bounds__(kDecodeThreads, 3)
+// Resident blocks per multiprocessor: 3 with the 4-stage ring (70 KB of shared memory each), 4 with the
+// 3-stage one (54 KB).
+template <typename T, int kHeadDim, int kGroup, int kStages>
+__global__ void __launch_bounds__(kDecodeThreads, kStages == 3 ? 4 : 3)
     attention_decode_partition(const AttentionArgs a) {
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   pdl_launch_dependents();  // the next kernel may start its own independent loads
-  using Tr = DecodeTraits<T, kHeadDim, kGroup>;
+  using Tr = DecodeTraits<T, kHeadDim, kGroup, kStages>;
   extern __shared__ __align__(16) uint8_t smem[];
   T* s_ring = reinterpret_cast<T*>(smem);                               // [stages][chunk keys][head_dim]
   float* s_red = reinterpret_cast<float*>(smem);                        // after the ring is drained
@@ -340,7 +343,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 3)
     const bool is_v = c >= n_chunks;
     const int key0 = (is_v ? c - n_chunks : c) * Tr::kChunkKeys;
     const T* cache = static_cast<const T*>(is_v ? a.v_cache : a.k_cache);
-    T* stage = s_ring + (c % kDecodeStages) * (kDecodeStageBytes / sizeof(T));
+    T* stage = s_ring + (c % Tr::kStages) * (kDecodeStageBytes / sizeof(T));
 #pragma unroll
     for (int j = 0; j < Tr::kPiecesPerChunk / kDecodeThreads; ++j) {
       const int piece = j * kDecodeThreads + tid;
@@ -352,18 +355,18 @@ __global__ void __launch_bounds__(kDecodeThreads, 3)
     }
   };
 #pragma unroll
-  for (int c = 0; c < kDecodeStages - 1; ++c) {
+  for (int c = 0; c < Tr::kStages - 1; ++c) {
     if (c < total_chunks) issue_chunk(c);
     cp_async_commit();
   }
 
-  // Waits for chunk c (issuing chunk c + kDecodeStages - 1 first) and returns its stage.
+  // Waits for chunk c (issuing chunk c + Tr::kStages - 1 first) and returns its stage.
   auto begin_chunk = [&](int c) -> const T* {
-    if (c + kDecodeStages - 1 < total_chunks) issue_chunk(c + kDecodeStages - 1);
+    if (c + Tr::kStages - 1 < total_chunks) issue_chunk(c + Tr::kStages - 1);
     cp_async_commit();
-    cp_async_wait<kDecodeStages - 1>();
+    cp_async_wait<Tr::kStages - 1>();
     __syncthreads();  // chunk c has landed for every thread
-    return s_ring + (c % kDecodeStages) * (kDecodeStageBytes / sizeof(T));
+    return s_ring + (c % Tr::kStages) * (kDecodeStageBytes / sizeof(T));
   };
 
   // Scores: s_score[i][g] = (q_g · k_i) · scale.
@@ -405,7 +408,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 3)
         }
       }
     }
-    __syncthreads();  // the stage is free for chunk c + kDecodeStages
+    __syncthreads();  // the stage is free for chunk c + Tr::kStages
   }
 
   // Per head: max, p = exp(s - max) in place, l = sum p (the first V chunks are in flight meanwhile).
@@ -458,7 +461,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 3)
 #pragma unroll
         for (int e = 0; e < Tr::kElems; ++e) acc[g][e] = fmaf(p[g], vf[e], acc[g][e]);
     }
-    __syncthreads();  // the stage is free for chunk c + kDecodeStages
+    __syncthreads();  // the stage is free for chunk c + Tr::kStages
   }
   cp_async_wait<0>();  // only empty groups remain; keeps the ring idle before s_red reuses it
   __syncthreads();
@@ -940,14 +943,31 @@ bool tuned_head_dim(int d) { return d == 16 || d == 32 || d == 64 || d == 128 ||
 // Query heads per decode block: the largest of 8, 4, 2, 1 dividing the GQA group.
 int decode_heads_per_block(int group) { return group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1; }
 
-template <typename T, int kHeadDim, int kGroup>
-void launch_decode_partition(const Context& c, const AttentionArgs& a) {
-  using Tr = DecodeTraits<T, kHeadDim, kGroup>;
-  auto kernel = attention_decode_partition<T, kHeadDim, kGroup>;
+template <typename T, int kHeadDim, int kGroup, int kStages>
+void launch_decode_partition_stages(const Context& c, const AttentionArgs& a) {
+  using Tr = DecodeTraits<T, kHeadDim, kGroup, kStages>;
+  auto kernel = attention_decode_partition<T, kHeadDim, kGroup, kStages>;
   HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(Tr::kSmemBytes)));
   const dim3 grid(a.n_kv_heads * (a.group / kGroup), a.n_partitions, a.rows);
   launch(c, kernel, grid, kDecodeThreads, Tr::kSmemBytes, a);
+}
+
+// The ring depth (Context::attention_stages) changes how K/V are staged, never an output's arithmetic.
+// Chosen by the grid unless forced: a grid that fits the device at three blocks per multiprocessor keeps
+// the deeper ring (more bytes in flight per block); a larger one takes four shallower blocks per
+// multiprocessor, so fewer waves. H200, Qwen3-8B shape (docs/benchmarks.md, seventh session), decode
+// tok/s with 4 / 3 stages everywhere: 1K 203.1 / 202.7 (128 blocks), 8K 189.9 / 188.0 (256), 32K
+// 155.7 / 159.8 (1,024 blocks: 2.6 waves at three per multiprocessor, 1.9 at four).
+template <typename T, int kHeadDim, int kGroup>
+void launch_decode_partition(const Context& c, const AttentionArgs& a) {
+  int stages = c.attention_stages;
+  if (stages == 0) {
+    const int64_t blocks = int64_t{a.n_kv_heads} * (a.group / kGroup) * a.n_partitions * a.rows;
+    stages = c.sm_count > 0 && blocks > int64_t{3} * c.sm_count ? 3 : kDecodeStages;
+  }
+  if (stages == 3) launch_decode_partition_stages<T, kHeadDim, kGroup, 3>(c, a);
+  else launch_decode_partition_stages<T, kHeadDim, kGroup, kDecodeStages>(c, a);
 }
 
 template <typename T, int kHeadDim>

@@ -168,6 +168,13 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
     m.ctx.attention_small_end = small_end;
     m.ctx.attention_medium_end = medium_end;
   }
+  // Decode attention's K/V ring depth: chosen per launch by the grid (attention.cu) unless
+  // HELIUM_CUDA_ATTN_STAGES=3|4 forces it (for comparisons).
+  if (const char* stages = std::getenv("HELIUM_CUDA_ATTN_STAGES"); stages != nullptr && *stages) {
+    const std::string_view v(stages);
+    if (v != "3" && v != "4") return Status::error("HELIUM_CUDA_ATTN_STAGES must be 3 or 4, not '" + std::string(v) + "'");
+    m.ctx.attention_stages = v == "3" ? 3 : 4;
+  }
   m.ctx.attention_scratch_floats = cuda::attention_scratch_floats(o.max_rows, o.max_heads, o.max_head_dim, o.max_context,
                                                                   m.ctx.attention_small_end, m.ctx.attention_medium_end);
   HELIUM_ASSIGN_OR_RETURN(void* att, reserve(m.ctx.attention_scratch_floats * sizeof(float), "attention scratch"));

@@ -69,6 +69,10 @@ struct Context {
   // overrides them at backend creation (0,0: 256-key partitions everywhere), for comparisons.
   int attention_small_end = kDefaultPartitionSmallEnd;
   int attention_medium_end = kDefaultPartitionMediumEnd;
+  // Depth of decode attention's K/V ring in 16 KB stages: 4 (three blocks per multiprocessor, more bytes in
+  // flight per block) or 3 (four blocks); 0 chooses by the grid (attention.cu, launch_decode_partition).
+  // HELIUM_CUDA_ATTN_STAGES=3|4 forces one, for comparisons. The outputs are the same bits either way.
+  int attention_stages = 0;
   // Weights in the decode matmul are read once per step: loaded with the L2 evict_first policy, they leave
   // the cache to what is read again (activations, keys and values). On unless HELIUM_CUDA_STREAM_POLICY=normal
   // (cuda_backend.cu has the measurement).

@@ -454,29 +454,7 @@ __global__ void __launch_bounds__(kMaxKWarps * 32) matmul_decode_unaligned_kerne
 // ---------------------------------------------------------------------------------------------------
 // Prefill helpers.
 
-// out = x rounded to nearest even, 8 elements per thread step; count8 = elements / 8 (x and out 16-byte
-// aligned).
-template <class T>
-__global__ void round_x_kernel(const float* x, T* out, int64_t count8) {
-  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count8; i += int64_t{gridDim.x} * blockDim.x) {
-    const float4 a = reinterpret_cast<const float4*>(x)[2 * i];
-    const float4 b = reinterpret_cast<const float4*>(x)[2 * i + 1];
-    uint4 packed;
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      const __nv_bfloat162 h[4] = {__floats2bfloat162_rn(a.x, a.y), __floats2bfloat162_rn(a.z, a.w),
-                                   __floats2bfloat162_rn(b.x, b.y), __floats2bfloat162_rn(b.z, b.w)};
-      memcpy(&packed, h, 16);
-    } else {
-      const __half2 h[4] = {__floats2half2_rn(a.x, a.y), __floats2half2_rn(a.z, a.w), __floats2half2_rn(b.x, b.y),
-                            __floats2half2_rn(b.z, b.w)};
-      memcpy(&packed, h, 16);
-    }
-    reinterpret_cast<uint4*>(out)[i] = packed;
-  }
-}
-
-// Eight f32 values to eight 16-bit ones (round to nearest even): round_x_kernel's packing.
+// Eight f32 values to eight 16-bit ones (round to nearest even): the packing of every prefill staging kernel.
 template <class T>
 __device__ __forceinline__ uint4 pack8(const float (&v)[8]) {
   uint4 packed;
@@ -492,7 +470,20 @@ __device__ __forceinline__ uint4 pack8(const float (&v)[8]) {
   return packed;
 }
 
-// out = silu(gate) · up rounded (silu_mul, then the rounding of round_x_kernel): the SwiGLU of a prefill
+// out = x rounded to nearest even, 8 elements per thread step; count8 = elements / 8 (x and out 16-byte
+// aligned).
+template <class T>
+__global__ void round_x_kernel(const float* x, T* out, int64_t count8) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count8; i += int64_t{gridDim.x} * blockDim.x) {
+    const float4 a = reinterpret_cast<const float4*>(x)[2 * i];
+    const float4 b = reinterpret_cast<const float4*>(x)[2 * i + 1];
+    const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    reinterpret_cast<uint4*>(out)[i] = pack8<T>(v);
+  }
+}
+
+// out = silu(gate) · up rounded (silu_mul, then pack8): the SwiGLU of a prefill
 // down projection staged for its GEMM in one pass. count8 = elements / 8, all 16-byte aligned.
 template <class T>
 __global__ void swiglu_round_kernel(const float* gate, const float* up, T* out, int64_t count8) {
@@ -932,18 +923,37 @@ bool plan_prefill(const Context& c, const Tensor& x, const Tensor& w, const Tens
   return gemm.plan(c, plan.ab_type, s.rows, s.n, s.k, w.data, plan.b, y.as<float>(), nullptr);
 }
 
+// x (rows, k) rounded to w's 16-bit type into Context::matmul_scratch for cuBLASLt, with the fused
+// transform applied on the way (xin: none, RMSNorm — one block per row — or SwiGLU): every prefill GEMM's
+// staging.
+void stage_prefill_x(const Context& c, const Tensor& x, const XInput& xin, DType w_dtype, int64_t rows, int64_t k) {
+  const int sm_count = c.sm_count > 0 ? c.sm_count : 132;
+  const int64_t count8 = rows * k / kChunk;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count8 + 255) / 256, int64_t{sm_count} * 8));
+  const bool bf16 = w_dtype == DType::BF16;
+  auto* out_b = static_cast<__nv_bfloat16*>(c.matmul_scratch);
+  auto* out_h = static_cast<__half*>(c.matmul_scratch);
+  if (xin.xform == kRmsNorm) {
+    HELIUM_CUDA_REQUIRE("matmul", xin.norm_w.numel() == k);
+    const dim3 grid(static_cast<unsigned>(rows));
+    if (bf16) launch(c, rms_norm_round_kernel<__nv_bfloat16>, grid, kRmsLanes, 0, x.as<float>(), xin.norm_w.data,
+                     xin.norm_w.dtype, k, xin.eps, xin.zero_centred, out_b);
+    else launch(c, rms_norm_round_kernel<__half>, grid, kRmsLanes, 0, x.as<float>(), xin.norm_w.data, xin.norm_w.dtype, k,
+                xin.eps, xin.zero_centred, out_h);
+  } else if (xin.xform == kSwiGLU) {
+    if (bf16) launch(c, swiglu_round_kernel<__nv_bfloat16>, blocks, 256, 0, x.as<float>(), xin.up.as<float>(), out_b, count8);
+    else launch(c, swiglu_round_kernel<__half>, blocks, 256, 0, x.as<float>(), xin.up.as<float>(), out_h, count8);
+  } else {
+    if (bf16) launch(c, round_x_kernel<__nv_bfloat16>, blocks, 256, 0, x.as<float>(), out_b, count8);
+    else launch(c, round_x_kernel<__half>, blocks, 256, 0, x.as<float>(), out_h, count8);
+  }
+  HELIUM_CUDA_CHECK(cudaGetLastError());
+}
+
 void run_prefill(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
                  const MatmulShape& s, LtGemm& gemm, const PrefillPlan& plan) {
   const int sm_count = c.sm_count > 0 ? c.sm_count : 132;
-  if (w.dtype != DType::F32) {
-    const int64_t count8 = s.rows * s.k / kChunk;
-    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count8 + 255) / 256, int64_t{sm_count} * 8));
-    if (w.dtype == DType::BF16)
-      launch(c, round_x_kernel<__nv_bfloat16>, blocks, 256, 0, x.as<float>(), static_cast<__nv_bfloat16*>(c.matmul_scratch), count8);
-    else
-      launch(c, round_x_kernel<__half>, blocks, 256, 0, x.as<float>(), static_cast<__half*>(c.matmul_scratch), count8);
-    HELIUM_CUDA_CHECK(cudaGetLastError());
-  }
+  if (w.dtype != DType::F32) stage_prefill_x(c, x, XInput{}, w.dtype, s.rows, s.k);
   gemm.run(c, w.data, plan.b, y.as<float>());
   if (bias.data != nullptr && !plan.bias_in_epilogue) {
     const int64_t total = s.rows * s.n;
@@ -958,11 +968,12 @@ void run_prefill(const Context& c, const Tensor& x, const Tensor& w, const Tenso
 // arithmetic of the unfused kernels) — then one cuBLASLt GEMM per output; accumulate (one output): y +=
 // in the GEMM's epilogue (beta 1) instead of a scratch product and an add. Unfused, the same work reads
 // and writes x two or three more times (each split rounded x again). Returns false, having enqueued
-// nothing, where it does not apply; the caller then runs the unfused sequence.
+// nothing, where it does not apply or Context::prefill_fused is off; the caller then runs the unfused
+// sequence.
 bool prefill_fused(const Context& c, const Tensor& x, const XInput& xin, const Tensor& w, const Tensor& bias,
                    std::span<const Tensor> ys, bool accumulate) {
   const int64_t rows = leading_rows(x);
-  if (rows <= kMaxDecodeRows || w.rank != 2 || (w.dtype != DType::BF16 && w.dtype != DType::F16) || c.lt == nullptr)
+  if (!c.prefill_fused || rows <= kMaxDecodeRows || w.rank != 2 || (w.dtype != DType::BF16 && w.dtype != DType::F16) || c.lt == nullptr)
     return false;
   const int64_t k = w.dim(1);
   if (k % kChunk != 0 || x.numel() != rows * k || !aligned_16(x.data) || !aligned_16(w.data)) return false;
@@ -989,27 +1000,7 @@ bool prefill_fused(const Context& c, const Tensor& x, const XInput& xin, const T
                        f32_bias ? static_cast<const float*>(biases[i].data) : nullptr))
       return false;
   }
-  const int sm_count = c.sm_count > 0 ? c.sm_count : 132;
-  const int64_t count8 = rows * k / kChunk;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count8 + 255) / 256, int64_t{sm_count} * 8));
-  const bool bf16 = w.dtype == DType::BF16;
-  auto* out_b = static_cast<__nv_bfloat16*>(c.matmul_scratch);
-  auto* out_h = static_cast<__half*>(c.matmul_scratch);
-  if (xin.xform == kRmsNorm) {
-    HELIUM_CUDA_REQUIRE("matmul", xin.norm_w.numel() == k);
-    const dim3 grid(static_cast<unsigned>(rows));
-    if (bf16) launch(c, rms_norm_round_kernel<__nv_bfloat16>, grid, kRmsLanes, 0, x.as<float>(), xin.norm_w.data,
-                     xin.norm_w.dtype, k, xin.eps, xin.zero_centred, out_b);
-    else launch(c, rms_norm_round_kernel<__half>, grid, kRmsLanes, 0, x.as<float>(), xin.norm_w.data, xin.norm_w.dtype, k,
-                xin.eps, xin.zero_centred, out_h);
-  } else if (xin.xform == kSwiGLU) {
-    if (bf16) launch(c, swiglu_round_kernel<__nv_bfloat16>, blocks, 256, 0, x.as<float>(), xin.up.as<float>(), out_b, count8);
-    else launch(c, swiglu_round_kernel<__half>, blocks, 256, 0, x.as<float>(), xin.up.as<float>(), out_h, count8);
-  } else {
-    if (bf16) launch(c, round_x_kernel<__nv_bfloat16>, blocks, 256, 0, x.as<float>(), out_b, count8);
-    else launch(c, round_x_kernel<__half>, blocks, 256, 0, x.as<float>(), out_h, count8);
-  }
-  HELIUM_CUDA_CHECK(cudaGetLastError());
+  stage_prefill_x(c, x, xin, w.dtype, rows, k);
   for (size_t i = 0; i < ys.size(); ++i) gemms[i].run(c, views[i].data, c.matmul_scratch, ys[i].as<float>(), accumulate);
   return true;
 }
@@ -1109,7 +1100,7 @@ void matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor
   const MatmulShape shape = check_operands("matmul_add", x, w, bias, y);
   if (shape.rows == 0 || shape.n == 0) return;
   if (shape.rows > kMaxDecodeRows || !decode_vector_loads_ok(x, w, shape.k)) {
-    if (c.prefill_fused && prefill_fused(c, x, XInput{}, w, bias, std::span<const Tensor>(&y, 1), /*accumulate=*/true))
+    if (prefill_fused(c, x, XInput{}, w, bias, std::span<const Tensor>(&y, 1), /*accumulate=*/true))
       return;
     matmul(c, x, w, bias, scratch);
     add(c, y, scratch, y);
@@ -1160,7 +1151,7 @@ void matmul_split(const Context& c, const Tensor& x, const Tensor& w, const Tens
   HELIUM_CUDA_REQUIRE("matmul_split", offset == n);
   if (rows == 0 || n == 0) return;
   if (rows > kMaxDecodeRows || !decode_vector_loads_ok(x, w, w.dim(1))) {
-    if (c.prefill_fused && prefill_fused(c, x, XInput{}, w, bias, ys, false)) return;
+    if (prefill_fused(c, x, XInput{}, w, bias, ys, false)) return;
     offset = 0;
     for (const Tensor& y : ys) {
       const int64_t width = y.shape[y.rank - 1];
@@ -1184,7 +1175,7 @@ void rms_norm_matmul_split(const Context& c, const Tensor& x, const Tensor& norm
   xin.eps = eps;
   xin.zero_centred = zero_centred;
   if (!decode_fusable(x, w)) {
-    if (c.prefill_fused && prefill_fused(c, x, xin, w, bias, ys, false)) return;
+    if (prefill_fused(c, x, xin, w, bias, ys, false)) return;
     rms_norm(c, x, norm_w, eps, zero_centred, xn_scratch);
     matmul_split(c, xn_scratch, w, bias, ys);
     return;
@@ -1199,7 +1190,7 @@ void swiglu_matmul_add(const Context& c, const Tensor& gate, const Tensor& up, c
   xin.xform = kSwiGLU;
   xin.up = up;
   if (!decode_fusable(gate, w) || !aligned_16(up.data)) {
-    if (c.prefill_fused && prefill_fused(c, gate, xin, w, bias, std::span<const Tensor>(&y, 1), /*accumulate=*/true))
+    if (prefill_fused(c, gate, xin, w, bias, std::span<const Tensor>(&y, 1), /*accumulate=*/true))
       return;
     swiglu(c, gate, up, gate);
     matmul_add(c, gate, w, bias, scratch, y);

@@ -450,6 +450,28 @@ TEST_F(CudaAttentionTest, DecodeMatchesReference) {
   }
 }
 
+// The depth of the decode kernel's K/V ring (Context::attention_stages: 4 stages, 3 blocks per
+// multiprocessor, or 3 stages, 4 blocks; the fixture's context leaves the choice to the grid, without a
+// multiprocessor count: 4) stages the same keys in the same order: bitwise the same output.
+TEST_F(CudaAttentionTest, DecodeRingDepthKeepsTheBits) {
+  uint32_t seed = 50;
+  for (const Shape& s : decode_shapes()) {
+    PagedCache c(s, (kMaxTestContext + 9000) / s.page_size + 64, seed++);
+    Rows rows;
+    for (int context : {1, 300, 3000, 33000}) rows.add(c.add_sequence(context), context);
+    add_tree(c, rows, 250, kTreeParents);
+    rows.random_q(s, c.rng());
+    c.upload_all();
+    ctx_.attention_stages = 4;
+    const std::vector<float> four = run(c, rows);
+    ctx_.attention_stages = 3;
+    const std::vector<float> three = run(c, rows);
+    ctx_.attention_stages = 0;
+    ASSERT_EQ(four.size(), three.size());
+    EXPECT_EQ(std::memcmp(four.data(), three.data(), four.size() * sizeof(float)), 0) << s.name();
+  }
+}
+
 // Generic kernels (head dims the tuned kernels do not cover) and odd GQA ratios.
 TEST_F(CudaAttentionTest, DecodeGenericShapesMatchReference) {
   uint32_t seed = 100;

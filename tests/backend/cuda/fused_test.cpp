@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_ops.cuh"
 #include "core/dtype.h"
 #include "sample/sampler.h"
 
@@ -310,8 +311,15 @@ TEST_F(CudaFusedTest, SelectCandidatesHoldsTheBestTopK) {
       if (p.greedy()) continue;  // top_k 1 is greedy (the engine takes the argmax instead)
       SamplerScratch a, b;
       const std::vector<float> row(x.begin() + r * n, x.begin() + (r + 1) * n);
+      std::vector<float> set_x;
+      std::vector<int32_t> set_ids;
+      for (const auto& [v, id] : set) {
+        set_x.push_back(v);
+        set_ids.push_back(id);
+      }
       for (double u : {0.0, 0.4, 0.999}) {
-        EXPECT_EQ(sample_from_candidates(set, gvalid[ri], p, u, static_cast<int32_t>(n), a), sample_token(row, p, {}, 0, u, b))
+        EXPECT_EQ(sample_from_candidates(set_x, set_ids, gvalid[ri], p, u, static_cast<int32_t>(n), a),
+                  sample_token(row, p, {}, 0, u, b))
             << "row " << r << " of " << n << " u " << u;
       }
     }
@@ -320,6 +328,29 @@ TEST_F(CudaFusedTest, SelectCandidatesHoldsTheBestTopK) {
 
 // The backend's environment switches refuse malformed values by name at creation (a typo must not
 // silently fall back to a default), and take the documented ones.
+// select_candidates' broken preconditions abort naming the op, before any device work (no GPU needed):
+// wrong dtypes, more rows than the decode path takes, per-row tensors of the wrong size, no scratch.
+TEST(CudaFusedDeathTest, SelectCandidatesPreconditionsAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  alignas(16) static float fake[4096];
+  auto* ints = reinterpret_cast<int32_t*>(fake + 2048);
+  cuda::Context ctx;
+  ctx.select_scratch = ints + 1024;
+  const Tensor logits(fake, DType::F32, {2, 100}), temps(fake + 256, DType::F32, {2}), top_k(ints, DType::I32, {2});
+  const Tensor x(fake + 512, DType::F32, {2, 16}), ids(ints + 16, DType::I32, {2, 16});
+  const Tensor count(ints + 64, DType::I32, {2}), valid(ints + 72, DType::I32, {2});
+  const char* message = "cuda select_candidates: check failed";
+  EXPECT_DEATH(cuda::select_candidates(ctx, Tensor(ints, DType::I32, {2, 100}), temps, top_k, x, ids, count, valid), message);
+  EXPECT_DEATH(cuda::select_candidates(ctx, logits, temps, top_k, Tensor(fake + 512, DType::F16, {2, 16}), ids, count, valid),
+               message);
+  EXPECT_DEATH(cuda::select_candidates(ctx, Tensor(fake, DType::F32, {65, 10}), temps, top_k, x, ids, count, valid), message);
+  EXPECT_DEATH(cuda::select_candidates(ctx, logits, temps, Tensor(ints, DType::I32, {3}), x, ids, count, valid), message);
+  EXPECT_DEATH(cuda::select_candidates(ctx, logits, temps, top_k, x, Tensor(ints + 16, DType::I32, {2, 8}), count, valid),
+               message);
+  cuda::Context no_scratch;
+  EXPECT_DEATH(cuda::select_candidates(no_scratch, logits, temps, top_k, x, ids, count, valid), message);
+}
+
 TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   CudaBackendOptions options;
@@ -333,6 +364,7 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
   } cases[] = {{"HELIUM_CUDA_STREAM_POLICY", "sideways", "normal"},
                {"HELIUM_CUDA_KV_POLICY", "last", "first"},
                {"HELIUM_CUDA_ATTN_PARTITIONS", "64", "0,0"},
+               {"HELIUM_CUDA_ATTN_STAGES", "5", "3"},
                {"HELIUM_CUDA_MATMUL_TRIGGER", "middle", "end"},
                {"HELIUM_CUDA_PREFILL_FUSED", "maybe", "off"},
                {"HELIUM_CUDA_XTILE_KB", "lots", "32"},
