@@ -9,9 +9,9 @@
 // the same position is cut the same way (bitwise batch invariance).
 //
 // The thresholds come from helium_bench_cuda_attention on the H200 (Qwen3-8B shape, 1 row, µs per layer,
-// P = 64 / 128 / 256 forced everywhere): 1K 9.0 / 10.3 / 12.8, 8K 27.9 / 24.0 / 16.9, 32K 100.3 / 70.0 /
-// 58.4 — 64 wins short rows, 256 long ones, 128 neither at these points; the sweep's 2K and 4K rows place
-// the switch.
+// P = 64 / 128 / 256 forced everywhere; docs/benchmarks.md, seventh session): 1K 9.0 / 10.2 / 13.0,
+// 2K 10.8 / 10.0 / 13.4, 4K 15.3 / 12.7 / 13.2, 8K 25.7 / 19.2 / 16.9, 32K 81.2 / 60.0 / 49.9 — 64 wins
+// at 1K, 128 at 2K and 4K, 256 beyond (the third session's sweep ranked them the same way).
 #pragma once
 
 #include <algorithm>
@@ -27,8 +27,8 @@ namespace helium::cuda {
 
 inline constexpr int kMaxPartitionKeys = 256;
 // Default thresholds (Context::attention_small_end / attention_medium_end).
-inline constexpr int kDefaultPartitionSmallEnd = 2048;
-inline constexpr int kDefaultPartitionMediumEnd = 2048;
+inline constexpr int kDefaultPartitionSmallEnd = 1024;
+inline constexpr int kDefaultPartitionMediumEnd = 4096;
 
 HELIUM_HOST_DEVICE int partition_keys(int n_keys, int small_end, int medium_end) {
   return n_keys <= small_end ? 64 : n_keys <= medium_end ? 128 : kMaxPartitionKeys;
