@@ -245,8 +245,8 @@ __device__ __forceinline__ float warp_sum(float v) {
 // kElems elements in kLoads 16-byte pieces interleaved across the lanes (piece v of lane k = piece
 // v * kLanesPerKey + k of the vector, so a warp reads contiguous bytes). The block's kKeySlots lane groups
 // take keys slot, slot + kKeySlots, ... of each chunk. K and V of the partition stream through a cp.async
-// ring of kDecodeStages chunks (all K chunks, then all V chunks), so up to 4 x 16 KB per block are in
-// flight however few registers the compute needs.
+// ring of kStages chunks (all K chunks, then all V chunks), so up to kStages x 16 KB per block are in
+// flight however few registers the compute needs (3 or 4 stages: launch_decode_partition).
 //
 // Sums, all fixed by (head_dim, kGroup, dtype) and the key's position in the partition:
 //   score: each lane's kElems products in element order, then transpose_reduce over the key's lanes;
@@ -282,8 +282,8 @@ struct DecodeTraits {
   static constexpr size_t kSmemBytes = kRingBytes + kScoreBytes + kSlotBytes + 2 * kGroup * 4;
 };
 
-// Resident blocks per multiprocessor: 3 with the 4-stage ring (70 KB of shared memory each), 4 with the
-// 3-stage one (54 KB).
+// Resident blocks per multiprocessor: 3 with the 4-stage ring (about 70 KB of shared memory each), 4 with
+// the 3-stage one (about 54 KB).
 template <typename T, int kHeadDim, int kGroup, int kStages>
 __global__ void __launch_bounds__(kDecodeThreads, kStages == 3 ? 4 : 3)
     attention_decode_partition(const AttentionArgs a) {
