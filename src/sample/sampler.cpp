@@ -29,8 +29,6 @@ namespace {
 using Candidate = ScoredToken;
 constexpr int64_t kRankFirst = 1024;  // candidates ranked before the draw looks for more
 
-// (x desc, id asc), the candidates' total order (core/candidate_order.h: the backends select by it too).
-bool better(const Candidate& a, const Candidate& b) { return ranks_before(a, b); }
 
 // A key whose ascending order is x's descending order, equal for +0 and -0 (they compare equal).
 uint32_t descending_key(float x) {
@@ -42,11 +40,11 @@ uint32_t descending_key(float x) {
 }
 
 // Sorts c (built in increasing id) into the candidate order: a stable LSD radix sort on descending_key,
-// three passes of 11 bits, so equal values keep their increasing ids — the order std::sort with `better`
+// three passes of 11 bits, so equal values keep their increasing ids — the order std::sort with `ranks_before`
 // gives, in linear time.
 void sort_candidates(std::vector<Candidate>& c, std::vector<Candidate>& tmp) {
   if (c.size() < 256) {
-    std::sort(c.begin(), c.end(), better);
+    std::sort(c.begin(), c.end(), ranks_before);
     return;
   }
   tmp.resize(c.size());
@@ -156,7 +154,7 @@ int32_t sample_from_candidates(std::span<const float> x, std::span<const int32_t
   for (size_t i = 0; i < c.size(); ++i) c[i] = {x[i], ids[i]};
   if (c.empty() || valid <= 0) return 0;
   const int64_t kept = std::min<int64_t>({p.top_k, valid, static_cast<int64_t>(c.size())});
-  std::partial_sort(c.begin(), c.begin() + kept, c.end(), better);
+  std::partial_sort(c.begin(), c.begin() + kept, c.end(), ranks_before);
   c.resize(static_cast<size_t>(kept));
   return draw_ranked(c, p, u, s, vocab_size);
 }
@@ -220,7 +218,7 @@ int32_t sample_token(std::span<const float> row, const SamplingParams& p, std::s
   const auto valid = static_cast<int64_t>(c.size());
   if (p.top_k > 0 && p.top_k < valid) {  // every kept candidate is ranked
     const int64_t kept = p.top_k;
-    std::partial_sort(c.begin(), c.begin() + kept, c.end(), better);
+    std::partial_sort(c.begin(), c.begin() + kept, c.end(), ranks_before);
     c.resize(static_cast<size_t>(kept));
     return draw_ranked(c, p, u, s, vocab);
   }
@@ -239,14 +237,14 @@ int32_t sample_token(std::span<const float> row, const SamplingParams& p, std::s
     for (int32_t t = 0; t < vocab; ++t) {
       if (!(logits[t] > -std::numeric_limits<float>::infinity())) continue;
       const Candidate e(logits[t] / p.temperature, t);
-      if (!better(last, e)) in_set.add(t, term_of_id[t]);
+      if (!ranks_before(last, e)) in_set.add(t, term_of_id[t]);
     }
     return in_set.total();
   };
   if (valid > kRankFirst) {  // rank the best kRankFirst first
     auto& best = s.sort_buffer;
     best.resize(static_cast<size_t>(kRankFirst));
-    std::partial_sort_copy(c.begin(), c.end(), best.begin(), best.end(), better);
+    std::partial_sort_copy(c.begin(), c.end(), best.begin(), best.end(), ranks_before);
     const int32_t token =
         draw_from_prefix(best, valid, term_of_id, total, p, u, [&](int64_t n) { return set_sum(best, n); });
     if (token >= 0) return token;

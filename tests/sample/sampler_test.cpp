@@ -1,3 +1,4 @@
+#include "core/candidate_order.h"
 #include "sample/sampler.h"
 #include "sample/softmax_terms.h"
 
@@ -219,18 +220,27 @@ TEST(Sampler, SamePicksAsThePlainDefinitionOnEveryKindOfRow) {
 }
 
 // A row's best top_k candidates (x = logit / T, id), plus `extra` others, shuffled: what a device may hand
-// back (Backend::select_candidates: a superset in any order).
-std::vector<std::pair<float, int32_t>> candidate_superset(const std::vector<float>& logits, const SamplingParams& p,
-                                                          int extra, std::mt19937& rng, int64_t& valid) {
-  std::vector<std::pair<float, int32_t>> all;
+// back (Backend::select_candidates: a superset in any order, as two arrays).
+struct CandidateSet {
+  std::vector<float> x;
+  std::vector<int32_t> ids;
+};
+CandidateSet candidate_superset(const std::vector<float>& logits, const SamplingParams& p, int extra, std::mt19937& rng,
+                                int64_t& valid) {
+  std::vector<ScoredToken> all;
   for (int32_t t = 0; t < static_cast<int32_t>(logits.size()); ++t)
     if (logits[t] > -INFINITY) all.emplace_back(logits[t] / p.temperature, t);
   valid = static_cast<int64_t>(all.size());
-  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  std::sort(all.begin(), all.end(), ranks_before);
   const size_t keep = std::min(all.size(), static_cast<size_t>(p.top_k) + static_cast<size_t>(extra));
   all.resize(keep);
   std::shuffle(all.begin(), all.end(), rng);
-  return all;
+  CandidateSet set;
+  for (const auto& [x, id] : all) {
+    set.x.push_back(x);
+    set.ids.push_back(id);
+  }
+  return set;
 }
 
 // sample_from_candidates on any superset of the best top_k candidates gives sample_token's token: rows with
@@ -264,13 +274,7 @@ TEST(Sampler, FromCandidatesIsSampleTokenOnTheWholeRow) {
       int64_t valid = 0;
       const auto superset = candidate_superset(logits, p, std::uniform_int_distribution<int>(0, 40)(rng), rng, valid);
       const int32_t want = sample_token(logits, p, {}, 0, u, a);
-      std::vector<float> xs;
-      std::vector<int32_t> ids;
-      for (const auto& [x, id] : superset) {
-        xs.push_back(x);
-        ids.push_back(id);
-      }
-      EXPECT_EQ(sample_from_candidates(xs, ids, valid, p, u, vocab, b), want)
+      EXPECT_EQ(sample_from_candidates(superset.x, superset.ids, valid, p, u, vocab, b), want)
           << "vocab " << vocab << " kind " << kind << " T " << p.temperature << " top_k " << p.top_k << " top_p "
           << p.top_p << " min_p " << p.min_p << " u " << u;
       ++checked;

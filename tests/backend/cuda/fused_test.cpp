@@ -291,17 +291,17 @@ TEST_F(CudaFusedTest, SelectCandidatesHoldsTheBestTopK) {
         continue;
       }
       ASSERT_LE(gcount[ri], cap) << "row " << r << " of " << n;
-      std::vector<std::pair<float, int32_t>> set;
-      for (int32_t j = 0; j < gcount[ri]; ++j) {
-        const float v = gx[ri * cap + static_cast<size_t>(j)];
-        const int32_t id = gid[ri * cap + static_cast<size_t>(j)];
+      const auto from = static_cast<std::ptrdiff_t>(ri * cap), to = from + gcount[ri];
+      const std::vector<float> set_x(gx.begin() + from, gx.begin() + to);
+      const std::vector<int32_t> set_ids(gid.begin() + from, gid.begin() + to);
+      for (size_t j = 0; j < set_ids.size(); ++j) {
+        const int32_t id = set_ids[j];
         ASSERT_TRUE(id >= 0 && id < n);
-        EXPECT_EQ(v, x[static_cast<size_t>(r * n + id)] / temps[ri]) << "row " << r << " id " << id;
-        set.emplace_back(v, id);
+        EXPECT_EQ(set_x[j], x[static_cast<size_t>(r * n + id)] / temps[ri]) << "row " << r << " id " << id;
       }
       for (int32_t j = 0; j < ccount[ri]; ++j) {
         const int32_t id = cid[ri * 256 + static_cast<size_t>(j)];
-        EXPECT_TRUE(std::any_of(set.begin(), set.end(), [&](const auto& e) { return e.second == id; }))
+        EXPECT_TRUE(std::find(set_ids.begin(), set_ids.end(), id) != set_ids.end())
             << "row " << r << " of " << n << " lacks id " << id << " (rank " << j << ")";
       }
       SamplingParams p;
@@ -311,12 +311,6 @@ TEST_F(CudaFusedTest, SelectCandidatesHoldsTheBestTopK) {
       if (p.greedy()) continue;  // top_k 1 is greedy (the engine takes the argmax instead)
       SamplerScratch a, b;
       const std::vector<float> row(x.begin() + r * n, x.begin() + (r + 1) * n);
-      std::vector<float> set_x;
-      std::vector<int32_t> set_ids;
-      for (const auto& [v, id] : set) {
-        set_x.push_back(v);
-        set_ids.push_back(id);
-      }
       for (double u : {0.0, 0.4, 0.999}) {
         EXPECT_EQ(sample_from_candidates(set_x, set_ids, gvalid[ri], p, u, static_cast<int32_t>(n), a),
                   sample_token(row, p, {}, 0, u, b))
@@ -326,8 +320,6 @@ TEST_F(CudaFusedTest, SelectCandidatesHoldsTheBestTopK) {
   }
 }
 
-// The backend's environment switches refuse malformed values by name at creation (a typo must not
-// silently fall back to a default), and take the documented ones.
 // select_candidates' broken preconditions abort naming the op, before any device work (no GPU needed):
 // wrong dtypes, more rows than the decode path takes, per-row tensors of the wrong size, no scratch.
 TEST(CudaFusedDeathTest, SelectCandidatesPreconditionsAbort) {
@@ -351,6 +343,8 @@ TEST(CudaFusedDeathTest, SelectCandidatesPreconditionsAbort) {
   EXPECT_DEATH(cuda::select_candidates(no_scratch, logits, temps, top_k, x, ids, count, valid), message);
 }
 
+// The backend's environment switches refuse malformed values by name at creation (a typo must not
+// silently fall back to a default), and take the documented ones.
 TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   CudaBackendOptions options;
