@@ -9,8 +9,15 @@
 // layers do, so the figures are HBM figures. Times are per call: a CUDA graph of many calls (launch gaps
 // as small as the engine's graphs get), replayed after a warm-up; the median over replays.
 //
-//   helium_bench_cuda_matmul [--json PATH] [--quick]
-// --quick: fewer replays, no candidate sweep.
+// - the layer chain: a layer's four decode matmuls with their fusions (RMSNorm + q/k/v, o_proj + residual,
+//   RMSNorm + gate/up, SwiGLU + down + residual) launched as the decode step launches them (programmatic
+//   dependent launch, the matmul's early trigger; gate/up storing the SwiGLU activation, as
+//   CudaBackend::swiglu_mlp_add runs them), each configuration chosen by timing the candidates
+//   in such a chain, over 36 layers of distinct weights: what the matmuls cost inside a step, without
+//   the attention between them.
+//
+//   helium_bench_cuda_matmul [--json PATH] [--quick] [--chain]
+// --quick: fewer replays, no candidate sweep. --chain: the layer chain only.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -19,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +48,7 @@ namespace {
 struct Options {
   std::string json_path;
   bool quick = false;
+  bool chain_only = false;
 };
 
 struct Shape {
@@ -150,6 +159,170 @@ struct JsonWriter {
   }
 };
 
+int write_json(const std::string& path, const std::string& text) {
+  if (path.empty()) return 0;
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+    return 1;
+  }
+  std::fprintf(f, "%s\n", text.c_str());
+  std::fclose(f);
+  std::printf("wrote %s\n", path.c_str());
+  return 0;
+}
+
+// The layer chain (see the header): returns its JSON object. ctx is switched to the decode step's launch
+// mode (programmatic dependent launch, early trigger) for the duration.
+std::string layer_chain(cuda::Context& ctx, double copy_gbps, int samples) {
+  constexpr int kLayers = 36;
+  const int64_t hidden = 4096, inter = 12288, q_dim = 4096, kv_dim = 1024;
+  struct ChainOp {
+    const char* name;
+    int64_t n, k;
+  };
+  // The four of a layer with their fusions; the MLP as two fused ops (SwiGLU applied by the down matmul as
+  // it stages x); then the same matmuls without any fusion (what the fusions cost).
+  const ChainOp ops[] = {{"qkv (RMSNorm fused)", q_dim + 2 * kv_dim, hidden},
+                         {"o_proj (+ residual)", hidden, q_dim},
+                         {"gate_up (RMSNorm, SwiGLU stored)", 2 * inter, hidden},
+                         {"down (+ residual)", hidden, inter},
+                         {"gate_up (RMSNorm fused, split)", 2 * inter, hidden},
+                         {"down (SwiGLU fused, + residual)", hidden, inter},
+                         {"qkv, plain", q_dim + 2 * kv_dim, hidden},
+                         {"o_proj, plain", hidden, q_dim},
+                         {"gate_up, plain", 2 * inter, hidden},
+                         {"down, plain", hidden, inter}};
+  std::vector<std::unique_ptr<DeviceArray>> weights;
+  for (int i = 0; i < 4; ++i) {
+    const ChainOp& op = ops[i];
+    weights.push_back(std::make_unique<DeviceArray>(static_cast<size_t>(op.n * op.k) * 2 * kLayers));
+    fill_bf16<<<4096, 256, 0, ctx.stream>>>(static_cast<__nv_bfloat16*>(weights.back()->get()), op.n * op.k * kLayers,
+                                            11, 0.05f);
+    BENCH_CUDA(cudaGetLastError());
+  }
+  DeviceArray norm_w(hidden * 2), acts(size_t{8} * inter * 4), scratch(inter * 4);
+  fill_bf16<<<16, 256, 0, ctx.stream>>>(static_cast<__nv_bfloat16*>(norm_w.get()), hidden, 12, 1.0f);
+  fill_f32<<<64, 256, 0, ctx.stream>>>(static_cast<float*>(acts.get()), 8 * inter, 13, 1.0f);
+  BENCH_CUDA(cudaGetLastError());
+  float* a = static_cast<float*>(acts.get());
+  const Tensor residual(a, DType::F32, {1, hidden}), attn(a + inter, DType::F32, {1, q_dim});
+  const Tensor q(a + 2 * inter, DType::F32, {1, q_dim}), k(a + 2 * inter + q_dim, DType::F32, {1, kv_dim}),
+      v(a + 2 * inter + q_dim + kv_dim, DType::F32, {1, kv_dim});
+  const Tensor gate(a + 3 * inter, DType::F32, {1, inter}), up(a + 4 * inter, DType::F32, {1, inter});
+  const Tensor nw(norm_w.get(), DType::BF16, {hidden}), scr(scratch.get(), DType::F32, {1, inter});
+  auto weight = [&](int op, int layer) {
+    const int base = op < 4 ? op : op < 6 ? op - 2 : op - 6;  // the weights of ops 0-3
+    const ChainOp& o = ops[base];
+    return Tensor(static_cast<char*>(weights[base]->get()) + static_cast<size_t>(layer) * o.n * o.k * 2,
+                  DType::BF16, {o.n, o.k});
+  };
+  auto call = [&](int op, int layer) {
+    const Tensor w = weight(op, layer);
+    switch (op) {
+      case 0: {
+        const Tensor ys[] = {q, k, v};
+        cuda::rms_norm_matmul_split(ctx, residual, nw, 1e-6f, false, scr, w, Tensor(), ys);
+        break;
+      }
+      case 1: cuda::matmul_add(ctx, attn, w, Tensor(), scr, residual); break;
+      case 2: cuda::rms_norm_matmul_swiglu(ctx, residual, nw, 1e-6f, false, w, Tensor(), gate); break;
+      case 3: cuda::matmul_add(ctx, gate, w, Tensor(), scr, residual); break;
+      case 4: {
+        const Tensor ys[] = {gate, up};
+        cuda::rms_norm_matmul_split(ctx, residual, nw, 1e-6f, false, scr, w, Tensor(), ys);
+        break;
+      }
+      case 5: cuda::swiglu_matmul_add(ctx, gate, up, w, Tensor(), scr, residual); break;
+      case 6: {
+        const Tensor ys[] = {q, k, v};
+        cuda::matmul_split(ctx, residual, w, Tensor(), ys);
+        break;
+      }
+      case 7: cuda::matmul(ctx, attn, w, Tensor(), residual); break;
+      case 8: {
+        const Tensor ys[] = {gate, up};
+        cuda::matmul_split(ctx, residual, w, Tensor(), ys);
+        break;
+      }
+      default: cuda::matmul(ctx, gate, w, Tensor(), residual); break;
+    }
+  };
+  const bool pdl = ctx.pdl, early = ctx.matmul_early_trigger;
+  const cuda::MatmulDecodeTable* table_before = ctx.matmul_decode_table;
+  ctx.pdl = true;
+  ctx.matmul_early_trigger = true;
+  cuda::MatmulDecodeTable table;
+  ctx.matmul_decode_table = &table;
+
+  std::printf("\nlayer chain: each op %d times in a row (its fusion, programmatic dependent launch), best "
+              "candidate; then the four in layer order\n", kLayers);
+  std::string json = "{\"ops\": [";
+  double ideal_layer_us = 0.0, alone_layer_us = 0.0;
+  // Per op of the layer: the fastest candidate, and the fastest whose weight ring leaves room for two
+  // blocks per multiprocessor (at most 64 KB: what the backend's tuner prefers).
+  constexpr size_t kTwoBlockRing = 64 * 1024;
+  std::vector<cuda::MatmulDecodeShapeConfig> chosen, chosen_small;
+  for (int op = 0; op < 10; ++op) {
+    const ChainOp& o = ops[op];
+    const double bytes = static_cast<double>(o.n * o.k) * 2;
+    const double ideal_us = bytes / (copy_gbps * 1e3);
+    double best_us = 1e30, best_small_us = 1e30;
+    cuda::MatmulDecodeConfig best{}, best_small{};
+    for (const cuda::MatmulDecodeConfig& cfg : cuda::matmul_decode_candidates(o.n, o.k, DType::BF16)) {
+      table.entries = {{o.n, o.k, DType::BF16, cfg}};
+      const double us = time_per_call_ms(ctx.stream, kLayers, samples, [&](int i) { call(op, i); }) * 1e3;
+      if (us < best_us) {
+        best_us = us;
+        best = cfg;
+      }
+      if (us < best_small_us && cuda::matmul_decode_ring_bytes(cfg, DType::BF16) <= kTwoBlockRing) {
+        best_small_us = us;
+        best_small = cfg;
+      }
+    }
+    if (op < 4) {
+      ideal_layer_us += ideal_us;
+      alone_layer_us += best_us;
+      chosen.push_back({o.n, o.k, DType::BF16, best});
+      chosen_small.push_back({o.n, o.k, DType::BF16, best_small});
+    }
+    std::printf("  %-32s %6lld x %5lld: %7.2f us  %5.0f GB/s  %.3f of copy   [%s]\n", o.name,
+                static_cast<long long>(o.n), static_cast<long long>(o.k), best_us, bytes / (best_us * 1e3),
+                ideal_us / best_us, config_string(best).c_str());
+    JsonWriter e;
+    e.raw(op == 0 ? "{" : ", {");
+    e.kv("op", std::string(o.name));
+    e.kv("us", best_us);
+    e.kv("ideal_us", ideal_us);
+    e.kv("fraction_of_copy", ideal_us / best_us);
+    e.kv("config", config_string(best), false);
+    e.raw("}");
+    json += e.out;
+  }
+  auto time_layer = [&](const std::vector<cuda::MatmulDecodeShapeConfig>& configs) {
+    table.entries = configs;
+    return time_per_call_ms(ctx.stream, kLayers, samples, [&](int layer) {
+             for (int op = 0; op < 4; ++op) call(op, layer);
+           }) * 1e3;
+  };
+  const double layer_us = time_layer(chosen), layer_small_us = time_layer(chosen_small);
+  std::printf("  a layer's four in order: %.2f us per layer (ops alone %.2f; at the copy bandwidth %.2f): %.3f of copy\n",
+              layer_us, alone_layer_us, ideal_layer_us, ideal_layer_us / layer_us);
+  std::printf("  the same with rings of at most 64 KB (two blocks per multiprocessor): %.2f us per layer, %.3f of copy\n",
+              layer_small_us, ideal_layer_us / layer_small_us);
+  JsonWriter e;
+  e.kv("layer_us_two_block_rings", layer_small_us);
+  e.kv("layer_us", layer_us);
+  e.kv("ideal_layer_us", ideal_layer_us);
+  e.kv("fraction_of_copy", ideal_layer_us / layer_us, false);
+  json += "], " + e.out + "}";
+  ctx.pdl = pdl;
+  ctx.matmul_early_trigger = early;
+  ctx.matmul_decode_table = table_before;
+  return json;
+}
+
 int run(const Options& opt) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -200,6 +373,10 @@ int run(const Options& opt) {
     std::printf("device copy (1 GiB, read + write): %.0f GB/s  <- decode ceiling\n\n", copy_gbps);
   }
   json.kv("copy_gbps_read_plus_write", copy_gbps);
+  if (opt.chain_only) {
+    json.raw("\"layer_chain\": " + layer_chain(ctx, copy_gbps, samples) + "}");
+    return write_json(opt.json_path, json.out);
+  }
 
   const int64_t max_k = 12288;
   DeviceArray x(static_cast<size_t>(prefill_rows) * max_k * 4);
@@ -319,21 +496,13 @@ int run(const Options& opt) {
     prefill_json += e.out;
   }
   std::printf("  (dense BF16 ceiling: about 990 TFLOP/s by the datasheet; measured elsewhere on this GPU: ~790)\n");
-  json.raw("\"prefill\": [" + prefill_json + "]}");
+  json.raw("\"prefill\": [" + prefill_json + "], ");
+  json.raw("\"layer_chain\": " + layer_chain(ctx, copy_gbps, samples) + "}");
 
-  if (!opt.json_path.empty()) {
-    FILE* f = std::fopen(opt.json_path.c_str(), "w");
-    if (f == nullptr) {
-      std::fprintf(stderr, "cannot write %s\n", opt.json_path.c_str());
-      return 1;
-    }
-    std::fprintf(f, "%s\n", json.out.c_str());
-    std::fclose(f);
-    std::printf("wrote %s\n", opt.json_path.c_str());
-  }
+  const int rc = write_json(opt.json_path, json.out);
   cublasLtDestroy(ctx.lt);
   cudaStreamDestroy(ctx.stream);
-  return 0;
+  return rc;
 }
 
 }  // namespace
@@ -347,8 +516,10 @@ int main(int argc, char** argv) {
       opt.json_path = argv[++i];
     } else if (a == "--quick") {
       opt.quick = true;
+    } else if (a == "--chain") {
+      opt.chain_only = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--json PATH] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--json PATH] [--quick] [--chain]\n", argv[0]);
       return 2;
     }
   }

@@ -181,6 +181,13 @@ class Backend {
   //     left holding either its input or the activation.
   virtual void swiglu_matmul_add(Tensor gate, const Tensor& up, const Tensor& w, const Tensor& bias, Tensor scratch,
                                  Tensor y);
+  //   swiglu_mlp_add: a gated MLP added into the residual stream x, with gate and up stacked in w_gate_up:
+  //     rms_norm_matmul_split(x, norm_w, eps, zero_centred, xn_scratch, w_gate_up, gate_up_bias, {gate, up}),
+  //     then swiglu_matmul_add(gate, up, w_down, down_bias, xn_scratch, x). gate and up (rows, inter) F32 are
+  //     the caller's buffers, left holding anything.
+  virtual void swiglu_mlp_add(Tensor x, const Tensor& norm_w, float eps, bool zero_centred, Tensor xn_scratch,
+                              const Tensor& w_gate_up, const Tensor& gate_up_bias, Tensor gate, Tensor up,
+                              const Tensor& w_down, const Tensor& down_bias);
   //   qk_norm_rope_kv_write: with q(rows, n_heads · head_dim), k and v(rows, n_kv_heads · head_dim):
   //     when q_norm/k_norm are given (head_dim weights; both or neither), rms_norm of each head of q and k
   //     in place; then rope(q), rope(k) in place; then kv_write(k, v, slots, k_cache, v_cache).

@@ -49,6 +49,14 @@ void Backend::swiglu_matmul_add(Tensor gate, const Tensor& up, const Tensor& w, 
   matmul_add(gate, w, bias, scratch, y);
 }
 
+void Backend::swiglu_mlp_add(Tensor x, const Tensor& norm_w, float eps, bool zero_centred, Tensor xn_scratch,
+                             const Tensor& w_gate_up, const Tensor& gate_up_bias, Tensor gate, Tensor up,
+                             const Tensor& w_down, const Tensor& down_bias) {
+  const Tensor gate_up[] = {gate, up};
+  rms_norm_matmul_split(x, norm_w, eps, zero_centred, xn_scratch, w_gate_up, gate_up_bias, gate_up);
+  swiglu_matmul_add(gate, up, w_down, down_bias, xn_scratch, x);
+}
+
 void Backend::qk_norm_rope_kv_write(Tensor q, Tensor k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
                                     float eps, int n_heads, int n_kv_heads, const Tensor& positions,
                                     const Tensor& inv_freq, const RopeParams& rope_params, const Tensor& slots,

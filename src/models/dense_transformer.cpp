@@ -289,14 +289,13 @@ void DenseTransformer::mlp_block(const DenseLayerWeights& w, int rows) {
   Tensor x = rows_of(x_, rows), xn = rows_of(xn_, rows);
   Tensor gate = rows_of(gate_, rows), up = rows_of(up_, rows);
   if (w.gate_up_proj.rank != 0) {
-    const Tensor gate_up[] = {gate, up};
-    backend_.rms_norm_matmul_split(x, w.post_attention_norm, c.rms_norm_eps, false, xn, w.gate_up_proj,
-                                   w.gate_up_bias, gate_up);
-  } else {
-    backend_.rms_norm(x, w.post_attention_norm, c.rms_norm_eps, false, xn);
-    backend_.matmul(xn, w.gate_proj, w.gate_bias, gate);
-    backend_.matmul(xn, w.up_proj, w.up_bias, up);
+    backend_.swiglu_mlp_add(x, w.post_attention_norm, c.rms_norm_eps, false, xn, w.gate_up_proj, w.gate_up_bias, gate,
+                            up, w.down_proj, w.down_bias);
+    return;
   }
+  backend_.rms_norm(x, w.post_attention_norm, c.rms_norm_eps, false, xn);
+  backend_.matmul(xn, w.gate_proj, w.gate_bias, gate);
+  backend_.matmul(xn, w.up_proj, w.up_bias, up);
   backend_.swiglu_matmul_add(gate, up, w.down_proj, w.down_bias, xn, x);
 }
 

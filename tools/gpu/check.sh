@@ -7,12 +7,12 @@
 # built on a development machine and carried as .gpu-bin/bin.tar.xz (`tools/gpu/check.sh pack` there):
 #   cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHELIUM_CUDA_ARCHS=90a-real
 #   cmake --build build/gpu --target models_test kv_test cuda_matmul_test cuda_attention_test cuda_fused_test \
-#     helium_bench_decode helium_bench_cuda_matmul helium_bench_cuda_attention
+#     helium_bench_decode helium_bench_cuda_matmul helium_bench_cuda_attention helium_bench_cuda_stream
 set -u
 OUT=${OUT:-/tmp/helium-gpu-out}
 mkdir -p "$OUT"
 BIN=/tmp/helium-gpu-bin
-TARGETS="models_test kv_test cuda_matmul_test cuda_attention_test cuda_fused_test helium_bench_decode helium_bench_cuda_matmul helium_bench_cuda_attention"
+TARGETS="models_test kv_test cuda_matmul_test cuda_attention_test cuda_fused_test helium_bench_decode helium_bench_cuda_matmul helium_bench_cuda_attention helium_bench_cuda_stream"
 
 case "${1:-run}" in
   pack)  # on the development machine: strip and compress the binaries for `carry`
@@ -101,4 +101,6 @@ if [ "${CHECK_LEAN:-0}" != 1 ]; then
   [ "${CHECK_QUICK:-0}" = 1 ] || run bench_matmul 120 "$BIN/helium_bench_cuda_matmul" --json "$OUT/matmul.json"
 fi
 [ "${CHECK_QUICK:-0}" = 1 ] || run bench_attention 90 "$BIN/helium_bench_cuda_attention" --json "$OUT/attention.json"
+# The floor of a kernel-per-op decode step: kernels that only stream the step's bytes, per launch variant.
+[ "${CHECK_QUICK:-0}" = 1 ] || run bench_stream 90 "$BIN/helium_bench_cuda_stream" --json "$OUT/stream.json"
 grep -E "^=== .*exit" "$LOG"

@@ -143,6 +143,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   // tuner picks when it times with the early trigger too, 202.7 / 155.0 against 198.0 / 152.6.
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MATMUL_TRIGGER", "start", "end", impl->ctx.matmul_early_trigger));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_PREFILL_FUSED", "on", "off", impl->ctx.prefill_fused));
+  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_SWIGLU_STORE", "on", "off", impl->ctx.swiglu_store));
   // The decode matmul's smallest x tile: 16 KB unless HELIUM_CUDA_XTILE_KB says otherwise (32 / 48 / 64 KB
   // ran 194.6 / 192.6 / 193.2 tok/s at 1K against 196.6 at 16 KB; the same run).
   if (const char* t = std::getenv("HELIUM_CUDA_XTILE_KB"); t != nullptr && *t) {
@@ -326,6 +327,21 @@ void CudaBackend::swiglu_matmul_add(Tensor gate, const Tensor& up, const Tensor&
                                     Tensor y) {
   if (impl_->ctx.omit & cuda::kOmitDown) return;
   cuda::swiglu_matmul_add(impl_->ctx, gate, up, w, bias, scratch, y);
+}
+// Decode rows: the gate/up matmul stores the activation itself (its warps hold the gate and the up rows of
+// the same positions), so the down matmul stages x as it is — no per-block SwiGLU of 2 · inter values read
+// back from the L2. Bitwise the default sequence.
+void CudaBackend::swiglu_mlp_add(Tensor x, const Tensor& norm_w, float eps, bool zero_centred, Tensor xn_scratch,
+                                 const Tensor& w_gate_up, const Tensor& gate_up_bias, Tensor gate, Tensor up,
+                                 const Tensor& w_down, const Tensor& down_bias) {
+  if (!impl_->ctx.swiglu_store || (impl_->ctx.omit & (cuda::kOmitGateUp | cuda::kOmitDown)) != 0 ||
+      !cuda::rms_norm_matmul_swiglu_fusable(x, w_gate_up)) {
+    Backend::swiglu_mlp_add(x, norm_w, eps, zero_centred, xn_scratch, w_gate_up, gate_up_bias, gate, up, w_down,
+                            down_bias);
+    return;
+  }
+  cuda::rms_norm_matmul_swiglu(impl_->ctx, x, norm_w, eps, zero_centred, w_gate_up, gate_up_bias, gate);
+  cuda::matmul_add(impl_->ctx, gate, w_down, down_bias, xn_scratch, x);
 }
 void CudaBackend::qk_norm_rope_kv_write(Tensor q, Tensor k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
                                         float eps, int n_heads, int n_kv_heads, const Tensor& positions,

@@ -79,6 +79,9 @@ class CudaBackend final : public Backend {
   bool prefers_stacked_projections() const override { return true; }
   void rms_norm_matmul_split(const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred, Tensor xn_scratch,
                              const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) override;
+  void swiglu_mlp_add(Tensor x, const Tensor& norm_w, float eps, bool zero_centred, Tensor xn_scratch,
+                      const Tensor& w_gate_up, const Tensor& gate_up_bias, Tensor gate, Tensor up, const Tensor& w_down,
+                      const Tensor& down_bias) override;
   void swiglu_matmul_add(Tensor gate, const Tensor& up, const Tensor& w, const Tensor& bias, Tensor scratch,
                          Tensor y) override;
   void qk_norm_rope_kv_write(Tensor q, Tensor k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm, float eps,

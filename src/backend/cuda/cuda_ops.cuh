@@ -87,6 +87,9 @@ struct Context {
   // the multiprocessors and issue their own independent loads early. HELIUM_CUDA_MATMUL_TRIGGER=end for
   // the old order (cuda_backend.cu has the measurement).
   bool matmul_early_trigger = true;
+  // CudaBackend::swiglu_mlp_add's decode path: the gate/up matmul stores the activation (on) or the two
+  // fused ops of the default sequence run (off; HELIUM_CUDA_SWIGLU_STORE, for comparisons). Same bits.
+  bool swiglu_store = true;
   // The smallest x tile of the decode matmul in bytes (HELIUM_CUDA_XTILE_KB, for comparisons; 0: 16 KB).
   int64_t x_tile_min_bytes = 0;
   // Prefill matmuls stage x once per fused op (norm or SwiGLU applied while rounding it for cuBLASLt, the
@@ -151,6 +154,13 @@ void rms_norm_matmul_split(const Context& c, const Tensor& x, const Tensor& norm
                            const Tensor& xn_scratch, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys);
 void swiglu_matmul_add(const Context& c, const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& bias,
                        const Tensor& scratch, const Tensor& y);
+// act(rows, n/2) = silu_mul(gate, up) with {gate, up} = rms_norm_matmul_split(x, norm_w, ..., w, bias) over the
+// stacked w = [gate; up] (n rows): one decode launch whose warps hold the gate and the up rows of the same
+// positions and store only the activation, bitwise rms_norm_matmul_split then swiglu. Decode rows only:
+// rms_norm_matmul_swiglu_fusable(x, w) must hold.
+bool rms_norm_matmul_swiglu_fusable(const Tensor& x, const Tensor& w);
+void rms_norm_matmul_swiglu(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
+                            const Tensor& w, const Tensor& bias, const Tensor& act);
 void qk_norm_rope_kv_write(const Context& c, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                            const Tensor& k_norm, float eps, int n_heads, int n_kv_heads, const Tensor& positions,
                            const Tensor& inv_freq, const RopeParams& rope, const Tensor& slots, const Tensor& k_cache,
@@ -193,8 +203,9 @@ size_t matmul_scratch_bytes(int max_rows, int64_t max_k);
 // or how it is timed (the tuning cache is keyed by it). 2: weights staged through a shared-memory ring of
 // cp.async copies; 3: candidates timed over weight copies larger than the L2 (cold, as in a forward);
 // 4: weights loaded with the L2 evict_first policy (Context::stream_evict_first); 5: the next kernel
-// launched early (Context::matmul_early_trigger), near-ties broken toward the larger ring (tune.cpp).
-inline constexpr int kMatmulDecodeKernelRevision = 5;
+// launched early (Context::matmul_early_trigger), near-ties broken toward the larger ring (tune.cpp); 6: rings
+// past 64 KB not taken (tune.cpp), the residual read before the item's rounds.
+inline constexpr int kMatmulDecodeKernelRevision = 6;
 
 // Launch configuration of the decode kernel (rows 1..kMaxDecodeRows) for one (n, k, w dtype) shape.
 // k_warps alone decides the reduction order (32 · k_warps interleaved slices of k, see matmul.cu), so it

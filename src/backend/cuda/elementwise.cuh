@@ -42,7 +42,7 @@ constexpr int kRmsLanes = 256;
 
 __device__ __forceinline__ float rms_partial(const float* x, int64_t dim, int v) {
   float sum = 0.0f;
-#pragma unroll 8
+#pragma unroll 16
   for (int64_t i = v; i < dim; i += kRmsLanes) sum = __fmaf_rn(x[i], x[i], sum);  // loads issued ahead
   return sum;
 }
@@ -58,6 +58,28 @@ __device__ __forceinline__ float rms_scale_from_partials(float* partial, int tid
     sync();
   }
   return rsqrtf(__fadd_rn(__fdiv_rn(partial[0], static_cast<float>(dim)), eps));
+}
+
+// The same tree for a whole block (blockDim.x >= 32; every thread calls it after writing its partials), with
+// two barriers instead of one per level: warp 0 adds the levels kRmsLanes/2 .. 32 in shared memory and the
+// last five by shuffles, in the same pairs (partial[v] + partial[v + s]), so the same bits. The scale goes
+// through *slot (shared memory) to every thread; `partial` may be rewritten once this returns.
+__device__ __forceinline__ float rms_scale_block(float* partial, int64_t dim, float eps, float* slot) {
+  static_assert(kRmsLanes >= 64 && (kRmsLanes & (kRmsLanes - 1)) == 0);
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const int lane = static_cast<int>(threadIdx.x);
+    for (int s = kRmsLanes / 2; s >= 32; s >>= 1) {
+      for (int v = lane; v < s; v += 32) partial[v] = __fadd_rn(partial[v], partial[v + s]);
+      __syncwarp();
+    }
+    float sum = partial[lane];
+#pragma unroll
+    for (int s = 16; s >= 1; s >>= 1) sum = __fadd_rn(sum, __shfl_down_sync(0xffffffffu, sum, s));  // lane v < s: v + (v + s)
+    if (lane == 0) *slot = rsqrtf(__fadd_rn(__fdiv_rn(sum, static_cast<float>(dim)), eps));
+  }
+  __syncthreads();
+  return *slot;
 }
 
 __device__ __forceinline__ float rms_apply(float x, float scale, float w, bool zero_centred) {

@@ -174,21 +174,28 @@ struct DecodeParams {
   float eps;
   bool zero_centred;
   const float* up;  // kSwiGLU: (rows, k)
+  // SwiGLU pairs (act non-null; no split outputs): w is [gate; up] stacked, n = 2 · half_n; each warp's FT
+  // features are FT/2 gate rows and the FT/2 up rows of the same positions, and the store writes
+  // act(rows, half_n) = silu_mul(gate, up), each of the two bitwise what matmul_split gives.
+  float* act;
+  int64_t half_n;
   int64_t rows, n, k;
   int feature_warps, k_warps;
   int64_t row_groups;     // ceil(rows / RT)
-  int64_t feature_blocks;  // ceil(n / (feature_warps · FT)): items = row_groups · feature_blocks
+  int64_t feature_blocks;  // ceil(n / (feature_warps · FT)) (pairs: of half_n by FT/2): items = row_groups · feature_blocks
   int tile_rounds;         // rounds of chunks per x tile (aligned kernel)
   bool evict_first;        // w loaded with the L2 evict_first policy (Context::stream_evict_first)
   bool early_trigger;      // the next kernel may launch once the first rounds are issued (Context)
 };
 
-__device__ __forceinline__ void store_output(const DecodeParams& p, int64_t row, int64_t feature, float v) {
+// prior: the output's value before this op when accumulating (read earlier by the caller), else it is read here.
+__device__ __forceinline__ void store_output(const DecodeParams& p, int64_t row, int64_t feature, float v,
+                                             const float* prior = nullptr) {
   int i = 0;
   int64_t begin = 0;
   while (i + 1 < p.splits && feature >= p.split_end[i]) begin = p.split_end[i++];
   float* out = p.y[i] + row * (p.split_end[i] - begin) + (feature - begin);
-  *out = p.accumulate ? __fadd_rn(*out, v) : v;
+  *out = p.accumulate ? __fadd_rn(prior != nullptr ? *prior : *out, v) : v;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -236,10 +243,15 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
   uint4* ring = reinterpret_cast<uint4*>(smem + RT * 2 * tile_chunks) + (kRmsLanes + kMaxRowTile) / 4;
   const uint64_t policy = evict_first_policy();
 
-  // The first feature of this warp in the block's iter-th item (n - 1 bounds the address of features past n).
+  // The first output position of this warp in the block's iter-th item (FT features each, or FT/2 pairs),
+  // and the w row of its feature f (n - 1 bounds the address of features past n).
+  const bool pairs = p.act != nullptr;
   auto item_feature0 = [&](int64_t iter) {
     const int64_t item = blockIdx.x + iter * gridDim.x;
-    return ((item / p.row_groups) * p.feature_warps + fw) * FT;
+    return ((item / p.row_groups) * p.feature_warps + fw) * (pairs ? FT / 2 : FT);
+  };
+  auto w_row = [&](int64_t f0, int f) {
+    return min(pairs && f >= FT / 2 ? p.half_n + f0 + (f - FT / 2) : f0 + f, p.n - 1);
   };
   auto item_exists = [&](int64_t iter) { return blockIdx.x + iter * gridDim.x < items; };
   // Round j of the item whose warp features start at f0 into ring slot j % RIF (`slot`, passed as a
@@ -250,13 +262,11 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
     if (c < nchunks && valid) {
 #pragma unroll
       for (int f = 0; f < FT; ++f) {
-        const char* w_row =
-            static_cast<const char*>(p.w) + min(f0 + f, p.n - 1) * p.k * static_cast<int64_t>(sizeof(WT));
+        const char* row = static_cast<const char*>(p.w) + w_row(f0, f) * p.k * static_cast<int64_t>(sizeof(WT));
 #pragma unroll
         for (int v = 0; v < kVecs; ++v)
           copy_async_16(&ring[(slot * FT * kVecs + f * kVecs + v) * blockDim.x + threadIdx.x],
-                        w_row + (static_cast<int64_t>(c) * kChunk * sizeof(WT) + v * 16), true, p.evict_first,
-                          policy);
+                        row + (static_cast<int64_t>(c) * kChunk * sizeof(WT) + v * 16), true, p.evict_first, policy);
       }
     }
     copy_async_commit();
@@ -319,6 +329,12 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
 #pragma unroll
     for (int u = 0; u < RIF; ++u) issue_round(f0, valid, u, u);
   }
+  // The norm weights do not depend on it either: into this multiprocessor's L1 for the staging.
+  if (p.xform == kRmsNorm) {
+    const int64_t lines = (p.k * (p.norm_dtype == DType::F32 ? 4 : 2) + 127) / 128;
+    for (int64_t i = threadIdx.x; i < lines; i += blockDim.x)
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(static_cast<const char*>(p.norm_w) + i * 128));
+  }
   if (p.early_trigger) pdl_launch_dependents();
   pdl_wait();
 
@@ -326,10 +342,7 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
     for (int r = 0; r < RT; ++r) {
       const int64_t row = min(row0 + r, p.rows - 1);  // rows past the end: any valid row (never stored)
       for (int v = threadIdx.x; v < kRmsLanes; v += blockDim.x) partial[v] = rms_partial(p.x + row * p.k, p.k, v);
-      const float scale =
-          rms_scale_from_partials(partial, threadIdx.x, blockDim.x, p.k, p.eps, [] { __syncthreads(); });
-      if (threadIdx.x == 0) row_scale[r] = scale;
-      __syncthreads();  // partial is reused by the next row; row_scale is read by the staging
+      rms_scale_block(partial, p.k, p.eps, &row_scale[r]);  // ends with a barrier: partial may be reused
     }
   }
   if (one_tile) {  // x stays in shared memory for all of the block's items
@@ -340,6 +353,13 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
   for (int64_t iter = 0; item_exists(iter); ++iter) {
     const int64_t f0 = item_feature0(iter), next_f0 = item_feature0(iter + 1);
     const bool next_valid = item_exists(iter + 1);
+    // The value this lane's output is added to (accumulate: one split, y[0] is (rows, n)), read now and
+    // used at the item's end, so that the store does not wait for a read.
+    float prior = 0.0f;
+    if (p.accumulate && kw == 0 && lane < RT * FT) {
+      const int64_t row = row0 + lane / FT, feature = f0 + lane % FT;
+      if (row < p.rows && feature < p.n) prior = p.y[0][row * p.n + feature];
+    }
     float acc[RT][FT];
 #pragma unroll
     for (int r = 0; r < RT; ++r)
@@ -405,11 +425,24 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
       if (store) mine = k_warp_tree(&partial[fw * 32 + lane], p.feature_warps * 32, k_warps);
       __syncthreads();  // partial is written again by the next item
     }
-    if (store && lane < RT * FT) {
+    if (pairs) {
+      if (store) {  // uniform over the warp: the shuffle is the whole warp's
+        // The gate of lane r·FT + f (f < FT/2) meets its up on lane r·FT + f + FT/2.
+        float up = __shfl_down_sync(0xffffffffu, mine, FT / 2);
+        const int64_t row = row0 + lane / FT, position = f0 + lane % FT;
+        if (lane < RT * FT && lane % FT < FT / 2 && row < p.rows && position < p.half_n) {
+          if (p.bias != nullptr) {
+            mine = __fadd_rn(mine, bias_at(p.bias, p.bias_dtype, position));
+            up = __fadd_rn(up, bias_at(p.bias, p.bias_dtype, p.half_n + position));
+          }
+          p.act[row * p.half_n + position] = silu_mul(mine, up);
+        }
+      }
+    } else if (store && lane < RT * FT) {
       const int64_t row = row0 + lane / FT, feature = f0 + lane % FT;
       if (row < p.rows && feature < p.n) {
         if (p.bias != nullptr) mine = __fadd_rn(mine, bias_at(p.bias, p.bias_dtype, feature));
-        store_output(p, row, feature, mine);
+        store_output(p, row, feature, mine, &prior);
       }
     }
   }
@@ -510,8 +543,9 @@ __global__ void __launch_bounds__(kRmsLanes) rms_norm_round_kernel(const float* 
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   const float* xr = x + blockIdx.x * dim;
   __shared__ float partial[kRmsLanes];
+  __shared__ float scale_slot;
   partial[threadIdx.x] = rms_partial(xr, dim, threadIdx.x);
-  const float scale = rms_scale_from_partials(partial, threadIdx.x, kRmsLanes, dim, eps, [] { __syncthreads(); });
+  const float scale = rms_scale_block(partial, dim, eps, &scale_slot);
   for (int64_t i8 = threadIdx.x; i8 < dim / 8; i8 += kRmsLanes) {
     float v[8];
 #pragma unroll
@@ -548,22 +582,34 @@ struct MatmulShape {
 };
 
 // The entry checks of matmul and matmul_decode; aborts naming `op` on a broken precondition.
-MatmulShape check_operands(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
-  HELIUM_CUDA_REQUIRE(op, x.data != nullptr && w.data != nullptr && y.data != nullptr);
-  HELIUM_CUDA_REQUIRE(op, x.dtype == DType::F32 && y.dtype == DType::F32);
-  HELIUM_CUDA_REQUIRE(op, is_float_dtype(w.dtype));
+// The checks of x, w and bias every matmul entry makes; the shape they give (rows, n, k).
+MatmulShape check_inputs(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias) {
+  HELIUM_CUDA_REQUIRE(op, x.data != nullptr && w.data != nullptr);
+  HELIUM_CUDA_REQUIRE(op, x.dtype == DType::F32 && is_float_dtype(w.dtype));
   HELIUM_CUDA_REQUIRE(op, w.rank == 2);
   const int64_t n = w.dim(0), k = w.dim(1);
   HELIUM_CUDA_REQUIRE(op, x.rank >= 1 && x.shape[x.rank - 1] == k);
-  HELIUM_CUDA_REQUIRE(op, y.rank >= 1 && y.shape[y.rank - 1] == n);
   const int64_t rows = leading_rows(x);
-  HELIUM_CUDA_REQUIRE(op, leading_rows(y) == rows);
   if (bias.data != nullptr) HELIUM_CUDA_REQUIRE(op, is_float_dtype(bias.dtype) && bias.rank == 1 && bias.dim(0) == n);
-  HELIUM_CUDA_REQUIRE(op, !ranges_overlap(y, x) && !ranges_overlap(y, w) && !ranges_overlap(y, bias));
-  HELIUM_CUDA_REQUIRE(op, (reinterpret_cast<uintptr_t>(x.data) & 3u) == 0 && (reinterpret_cast<uintptr_t>(y.data) & 3u) == 0);
+  HELIUM_CUDA_REQUIRE(op, (reinterpret_cast<uintptr_t>(x.data) & 3u) == 0);
   HELIUM_CUDA_REQUIRE(op, (reinterpret_cast<uintptr_t>(w.data) % dtype_bytes(w.dtype)) == 0);
   HELIUM_CUDA_REQUIRE(op, n < (int64_t{1} << 31) && k < (int64_t{1} << 31) && rows < (int64_t{1} << 31));
   return {rows, n, k};
+}
+
+// An output y(rows, width) F32 of these inputs: in bounds of nothing it must not overwrite, 4-byte aligned.
+void check_output(const char* op, const Tensor& y, int64_t rows, int64_t width, const Tensor& x, const Tensor& w,
+                  const Tensor& bias) {
+  HELIUM_CUDA_REQUIRE(op, y.data != nullptr && y.dtype == DType::F32);
+  HELIUM_CUDA_REQUIRE(op, y.rank >= 1 && y.shape[y.rank - 1] == width && leading_rows(y) == rows);
+  HELIUM_CUDA_REQUIRE(op, !ranges_overlap(y, x) && !ranges_overlap(y, w) && !ranges_overlap(y, bias));
+  HELIUM_CUDA_REQUIRE(op, (reinterpret_cast<uintptr_t>(y.data) & 3u) == 0);
+}
+
+MatmulShape check_operands(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
+  const MatmulShape shape = check_inputs(op, x, w, bias);
+  check_output(op, y, shape.rows, shape.n, x, w, bias);
+  return shape;
 }
 
 // (features_per_lane, rounds_in_flight) pairs with a kernel instance: 8 to 32 16-byte copies in flight per
@@ -708,11 +754,14 @@ struct XInput {
   Tensor up;
 };
 
+// act: SwiGLU pairs (DecodeParams::act) into act(rows, n/2) instead of ys (then empty).
 void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys,
                    const MatmulShape& shape, const MatmulDecodeConfig& cfg, bool accumulate = false,
-                   const XInput& xin = {}) {
+                   const XInput& xin = {}, const Tensor& act = Tensor()) {
   HELIUM_CUDA_REQUIRE("matmul", matmul_decode_config_valid(cfg, w.dtype));
-  HELIUM_CUDA_REQUIRE("matmul", !ys.empty() && ys.size() <= Backend::kMaxMatmulSplits);
+  const bool pairs = act.data != nullptr;
+  HELIUM_CUDA_REQUIRE("matmul", pairs ? ys.empty() && !accumulate && shape.n % 2 == 0 && cfg.features_per_lane % 2 == 0
+                                      : !ys.empty() && ys.size() <= Backend::kMaxMatmulSplits);
   DecodeParams p{};
   p.x = x.as<float>();
   p.w = w.data;
@@ -733,7 +782,9 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
     end += ys[i].shape[ys[i].rank - 1];
     p.split_end[i] = end;
   }
-  HELIUM_CUDA_REQUIRE("matmul", end == shape.n);
+  HELIUM_CUDA_REQUIRE("matmul", pairs || end == shape.n);
+  p.act = pairs ? act.as<float>() : nullptr;
+  p.half_n = pairs ? shape.n / 2 : 0;
   p.rows = shape.rows;
   p.n = shape.n;
   p.k = shape.k;
@@ -743,7 +794,7 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   p.early_trigger = c.matmul_early_trigger;
 
   if (!decode_vector_loads_ok(x, w, shape.k)) {
-    HELIUM_CUDA_REQUIRE("matmul", xin.xform == kNone);  // fused callers check decode_vector_loads_ok first
+    HELIUM_CUDA_REQUIRE("matmul", xin.xform == kNone && !pairs);  // fused callers check decode_vector_loads_ok first
     p.row_groups = shape.rows;
     p.tile_rounds = 0;
     const dim3 block(32 * cfg.k_warps);
@@ -775,8 +826,9 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   const int64_t tiles = std::max<int64_t>(1, (rounds + max_tile_rounds - 1) / max_tile_rounds);
   p.tile_rounds = static_cast<int>(std::max<int64_t>(1, (rounds + tiles - 1) / tiles));
   p.row_groups = (shape.rows + row_tile - 1) / row_tile;
-  const int64_t features_per_block = int64_t{cfg.feature_warps} * cfg.features_per_lane;
-  const int64_t feature_blocks = (shape.n + features_per_block - 1) / features_per_block;
+  const int64_t features_per_block = int64_t{cfg.feature_warps} * cfg.features_per_lane / (pairs ? 2 : 1);
+  const int64_t positions = pairs ? p.half_n : shape.n;
+  const int64_t feature_blocks = (positions + features_per_block - 1) / features_per_block;
   p.feature_blocks = feature_blocks;
   const int64_t items = p.row_groups * feature_blocks;
   // x tile, then kRmsLanes floats (the k-warp partials need at most kMaxBlockWarps · 32 = kRmsLanes), then
@@ -1122,14 +1174,8 @@ bool decode_fusable(const Tensor& x, const Tensor& w) {
 // output against its slice of w.
 void launch_split_decode(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias,
                          std::span<const Tensor> ys, const XInput& xin) {
-  const int64_t rows = leading_rows(x), n = w.dim(0);
-  for (const Tensor& y : ys) {
-    HELIUM_CUDA_REQUIRE("matmul_split", y.dtype == DType::F32 && y.data != nullptr);
-    HELIUM_CUDA_REQUIRE("matmul_split", !ranges_overlap(y, x) && !ranges_overlap(y, w) && !ranges_overlap(y, bias));
-    HELIUM_CUDA_REQUIRE("matmul_split", (reinterpret_cast<uintptr_t>(y.data) & 3u) == 0);
-  }
-  Tensor whole_y(ys[0].data, DType::F32, {rows, n});  // shape stand-in for the checks (never written)
-  const MatmulShape shape = check_operands("matmul_split", x, w, bias, whole_y);
+  const MatmulShape shape = check_inputs("matmul_split", x, w, bias);
+  for (const Tensor& y : ys) check_output("matmul_split", y, shape.rows, cols_of(y), x, w, bias);
   launch_decode(c, x, w, bias, ys, shape, decode_config_for(c, shape, w.dtype), false, xin);
 }
 
@@ -1181,6 +1227,23 @@ void rms_norm_matmul_split(const Context& c, const Tensor& x, const Tensor& norm
     return;
   }
   launch_split_decode(c, x, w, bias, ys, xin);
+}
+
+bool rms_norm_matmul_swiglu_fusable(const Tensor& x, const Tensor& w) {
+  return decode_fusable(x, w) && w.dim(0) % 2 == 0;
+}
+
+void rms_norm_matmul_swiglu(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
+                            const Tensor& w, const Tensor& bias, const Tensor& act) {
+  HELIUM_CUDA_REQUIRE("rms_norm_matmul_swiglu", rms_norm_matmul_swiglu_fusable(x, w) && norm_w.numel() == w.dim(1));
+  const MatmulShape shape = check_inputs("rms_norm_matmul_swiglu", x, w, bias);
+  check_output("rms_norm_matmul_swiglu", act, shape.rows, shape.n / 2, x, w, bias);
+  XInput xin;
+  xin.xform = kRmsNorm;
+  xin.norm_w = norm_w;
+  xin.eps = eps;
+  xin.zero_centred = zero_centred;
+  launch_decode(c, x, w, bias, {}, shape, decode_config_for(c, shape, w.dtype), false, xin, act);  // FT is even
 }
 
 void swiglu_matmul_add(const Context& c, const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& bias,

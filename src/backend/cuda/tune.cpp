@@ -104,8 +104,20 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
     auto w_copy = [&](int i) {
       return Tensor(static_cast<char*>(wbuf->data()) + (i % copies) * w_bytes, s.dtype, {s.n, s.k});
     };
+    // The fastest, except that among the candidates within kTieFraction of it the one with the largest
+    // weight ring per block wins: timed alone, configurations a few percent apart trade places from run to
+    // run, and in the decode graph the larger ring was the faster (H200, Qwen3-8B gate_up: 4 x 4 rounds on
+    // 2 x 4 warps, a 64 KB ring, gave 203.5 tok/s at 1K; 2 x 4 rounds on 2 x 4 warps, 32 KB, 197.6 — in two
+    // calls whose tuners had timed them 49.4 and 48.3 us; docs/benchmarks.md, fifth session). Rings past
+    // kMaxRingBytes are not taken at all: such a block has a multiprocessor to itself, and timed alone it
+    // can win, but among the other kernels of a step it loses (gate_up at 4 x 8 rounds on 4 x 2 warps, a
+    // 128 KB ring: a layer's four matmuls 114.6 us against 104.2 with 64 KB rings, decode at 1K 195 tok/s
+    // against 204; eighth session).
+    constexpr float kTieFraction = 0.03f;
+    constexpr int64_t kMaxRingBytes = 64 * 1024;
     std::vector<std::pair<cuda::MatmulDecodeConfig, float>> timed;
     for (const auto& cand : cuda::matmul_decode_candidates(s.n, s.k, s.dtype)) {
+      if (static_cast<int64_t>(cuda::matmul_decode_ring_bytes(cand, s.dtype)) > kMaxRingBytes) continue;
       for (int i = 0; i < 3; ++i) cuda::matmul_decode(m.ctx, x, w_copy(i), Tensor(), y, cand);
       const int reps = std::max(20, copies);
       HELIUM_CUDA_CHECK(cudaEventRecord(start, m.ctx.stream));
@@ -116,14 +128,6 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
       HELIUM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
       timed.emplace_back(cand, ms * 1000.0f / static_cast<float>(reps));
     }
-    // The fastest, except that among the candidates within kTieFraction of it the one with the largest
-    // weight ring per block, up to kTieRingBytes, wins: timed alone, configurations a few percent apart
-    // trade places from run to run, and in the decode graph the larger ring was the faster (H200, Qwen3-8B
-    // gate_up: 4 x 4 rounds on 2 x 4 warps, a 64 KB ring, gave 203.5 tok/s at 1K; 2 x 4 rounds on 2 x 4
-    // warps, 32 KB, 197.6 — in two calls whose tuners had timed them 49.4 and 48.3 us; docs/benchmarks.md,
-    // fifth session). The cap keeps two blocks' rings and x tiles within a multiprocessor.
-    constexpr float kTieFraction = 0.03f;
-    constexpr int64_t kTieRingBytes = 64 * 1024;
     cuda::MatmulDecodeConfig best = cuda::matmul_decode_default_config(s.n, s.k, s.dtype);
     float best_us = 1e30f;
     for (const auto& [cand, us] : timed) best_us = std::min(best_us, us);
@@ -131,7 +135,7 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
     float chosen_us = 1e30f;
     for (const auto& [cand, us] : timed) {
       if (us > best_us * (1.0f + kTieFraction)) continue;
-      const int64_t ring = std::min(static_cast<int64_t>(cuda::matmul_decode_ring_bytes(cand, s.dtype)), kTieRingBytes);
+      const int64_t ring = static_cast<int64_t>(cuda::matmul_decode_ring_bytes(cand, s.dtype));
       if (ring > best_ring || (ring == best_ring && us < chosen_us)) {
         best_ring = ring;
         chosen_us = us;

@@ -1,5 +1,5 @@
 // tests/backend/cuda/fused_test.cpp — the CUDA backend's fused ops (backend.h: rms_norm_matmul_split,
-// swiglu_matmul_add, qk_norm_rope_kv_write) are bitwise the unfused sequences they stand for, on the
+// swiglu_matmul_add, swiglu_mlp_add, qk_norm_rope_kv_write) are bitwise the unfused sequences they stand for, on the
 // decode path (rows <= kMaxDecodeRows, where the kernels fuse) and past it (where they fall back), and
 // with the environment's programmatic dependent launch on or off; and the backend's environment switches
 // refuse malformed values by name. Skips without a CUDA device.
@@ -152,6 +152,36 @@ TEST_F(CudaFusedTest, SwigluMatmulAddIsSwigluThenMatmulAdd) {
     backend_->swiglu_matmul_add(gate_b, up.first_rows(rows), w, Tensor(), scratch, yb);
     EXPECT_EQ(first_difference(download(ya), download(yb)), -1) << rows << " rows";
   }
+}
+
+// The MLP with the activation stored by the gate/up matmul (decode rows) or the two fused ops (prefill rows)
+// against the unfused sequence, biases included (the pairs' up half takes the second half of the bias).
+TEST_F(CudaFusedTest, SwigluMlpAddIsTheSequence) {
+  std::mt19937 rng(44);
+  const int64_t hidden = 1024, inter = 1000, max_rows = 96;
+  const Tensor norm_w = upload(random_reals(rng, static_cast<size_t>(hidden), 0.5f, 1.5f), DType::BF16, {hidden});
+  const Tensor w_gate_up =
+      upload(random_reals(rng, static_cast<size_t>(2 * inter * hidden), -0.08f, 0.08f), DType::BF16, {2 * inter, hidden});
+  const Tensor gate_up_bias = upload(random_reals(rng, static_cast<size_t>(2 * inter)), DType::BF16, {2 * inter});
+  const Tensor w_down =
+      upload(random_reals(rng, static_cast<size_t>(hidden * inter), -0.05f, 0.05f), DType::BF16, {hidden, inter});
+  const Tensor down_bias = upload(random_reals(rng, static_cast<size_t>(hidden)), DType::BF16, {hidden});
+  const std::vector<float> residual = random_reals(rng, static_cast<size_t>(max_rows * hidden), -3.0f, 3.0f);
+  for (bool with_bias : {false, true})
+    for (int64_t rows : {1, 3, 8, 13, 64, 65, 96}) {
+      const Tensor gub = with_bias ? gate_up_bias : Tensor(), db = with_bias ? down_bias : Tensor();
+      const Tensor xa = upload(residual, DType::F32, {max_rows, hidden}).first_rows(rows);
+      const Tensor xb = upload(residual, DType::F32, {max_rows, hidden}).first_rows(rows);
+      const Tensor xn = zeros({rows, hidden}), gate = zeros({rows, inter}), up = zeros({rows, inter});
+      backend_->rms_norm(xa, norm_w, 1e-6f, false, xn);
+      const Tensor gate_up[] = {gate, up};
+      backend_->matmul_split(xn, w_gate_up, gub, gate_up);
+      backend_->swiglu(gate, up, gate);
+      backend_->matmul_add(gate, w_down, db, xn, xa);
+      const Tensor xn_b = zeros({rows, hidden}), gate_b = zeros({rows, inter}), up_b = zeros({rows, inter});
+      backend_->swiglu_mlp_add(xb, norm_w, 1e-6f, false, xn_b, w_gate_up, gub, gate_b, up_b, w_down, db);
+      EXPECT_EQ(first_difference(download(xa), download(xb)), -1) << rows << " rows, bias " << with_bias;
+    }
 }
 
 TEST_F(CudaFusedTest, QkNormRopeKvWriteIsTheSequence) {
