@@ -30,18 +30,10 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.cuh"
+#include "bench_cuda.h"
 
 namespace helium {
 namespace {
-
-#define BENCH_CUDA(expr)                                                                                 \
-  do {                                                                                                   \
-    cudaError_t err_ = (expr);                                                                           \
-    if (err_ != cudaSuccess) {                                                                           \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                                      \
-    }                                                                                                    \
-  } while (0)
 
 constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128, kPageSize = 16, kLayers = 36;
 constexpr int64_t kMaxContext = 32768;

@@ -32,18 +32,10 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.cuh"
+#include "bench_cuda.h"
 
 namespace helium {
 namespace {
-
-#define BENCH_CUDA(expr)                                                                              \
-  do {                                                                                                \
-    cudaError_t err_ = (expr);                                                                        \
-    if (err_ != cudaSuccess) {                                                                        \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                                   \
-    }                                                                                                 \
-  } while (0)
 
 struct Options {
   std::string json_path;
@@ -324,13 +316,8 @@ std::string layer_chain(cuda::Context& ctx, double copy_gbps, int samples) {
 }
 
 int run(const Options& opt) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "no CUDA device\n");
-    return 1;
-  }
   cudaDeviceProp prop{};
-  BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  if (!bench_device(prop)) return 1;
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);

@@ -27,16 +27,9 @@
 #include <string>
 #include <vector>
 
-namespace {
+#include "bench_cuda.h"
 
-#define BENCH_CUDA(expr)                                                                                   \
-  do {                                                                                                     \
-    cudaError_t err_ = (expr);                                                                             \
-    if (err_ != cudaSuccess) {                                                                             \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                                        \
-    }                                                                                                      \
-  } while (0)
+namespace {
 
 enum PdlMode : int { kPdlOff = 0, kPdlStrict = 1, kPdlEarly = 2 };
 
@@ -187,13 +180,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "no CUDA device\n");
-    return 1;
-  }
   cudaDeviceProp prop{};
-  BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  if (!bench_device(prop)) return 1;
   const int sms = prop.multiProcessorCount;
   g_sms = sms;
   cudaStream_t stream;

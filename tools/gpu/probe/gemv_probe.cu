@@ -4,7 +4,7 @@
 // that loads the weights into registers instead of the shared-memory ring, each timed as 36 launches in a
 // row under programmatic dependent launch on Qwen3-8B's shapes. It found where the real kernel lost to a
 // plain stream (docs/benchmarks.md, eighth session). Built and run by hand:
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o gemv_probe tools/gpu/probe/gemv_probe.cu
+//   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -o gemv_probe tools/gpu/probe/gemv_probe.cu
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cstdio>
@@ -39,15 +39,52 @@ __device__ __forceinline__ void widen(uint4 v, float* o) {
   for (int i = 0; i < 4; ++i) { o[2*i] = __uint_as_float(w[i] << 16); o[2*i+1] = __uint_as_float(w[i] & 0xffff0000u); }
 }
 
+// The lane's place in a block of p.fw x p.kw warps, and the block's shared memory: x as two planes of
+// float4 halves, then 256 floats of k-warp partials, then (ring kernel) the weight ring.
+struct Geometry {
+  int lane, kw, fw, S, s, nchunks, rounds, items;
+  float4* xt;
+  float* partial;
+};
+__device__ __forceinline__ Geometry geometry(const P& p, int ft, float4* smem) {
+  Geometry g;
+  g.lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  g.S = 32 * p.kw;
+  g.kw = warp % p.kw;
+  g.fw = warp / p.kw;
+  g.s = g.kw * 32 + g.lane;
+  g.nchunks = p.k / 8;
+  g.rounds = (g.nchunks + g.S - 1) / g.S;
+  g.items = p.n / (p.fw * ft);
+  g.xt = smem;
+  g.partial = reinterpret_cast<float*>(smem + 2 * g.nchunks);
+  return g;
+}
+
+// An item's end: each feature's slice sums by the butterfly, then across the k-warps, stored by lane f.
+template <int FT>
+__device__ __forceinline__ void store_item(const P& p, const float (&acc)[FT], float* partial, int lane, int kw, int fw,
+                                           int f0) {
+  float mine = 0.f;
+#pragma unroll
+  for (int f = 0; f < FT; ++f) { const float v = bsum(acc[f]); if (lane == f) mine = v; }
+  bool store = true;
+  if (p.kw > 1) {
+    partial[(kw * p.fw + fw) * 32 + lane] = mine;
+    __syncthreads();
+    store = kw == 0;
+    if (store) { mine = partial[fw * 32 + lane]; for (int q = 1; q < p.kw; ++q) mine = __fadd_rn(mine, partial[(q * p.fw + fw) * 32 + lane]); }
+    __syncthreads();
+  }
+  if (store && lane < FT) p.y[f0 + lane] = mine;
+}
+
 template <int FT, int RIF>
 __global__ void __launch_bounds__(256) ring_kernel(const P p) {
   extern __shared__ float4 smem[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int S = 32 * p.kw, kw = warp % p.kw, fw = warp / p.kw, s = kw * 32 + lane;
-  const int nchunks = p.k / 8, rounds = (nchunks + S - 1) / S, padded = (rounds + RIF - 1) / RIF * RIF;
-  const int items = p.n / (p.fw * FT);
-  float4* xt = smem;  // [2][nchunks]
-  float* partial = reinterpret_cast<float*>(smem + 2 * nchunks);
+  const auto [lane, kw, fw, S, s, nchunks, rounds, items, xt, partial] = geometry(p, FT, smem);
+  const int padded = (rounds + RIF - 1) / RIF * RIF;
   uint4* ring = reinterpret_cast<uint4*>(partial + 256);
   const uint64_t pol = evict_first_policy();
   auto f0_of = [&](int it) { return ((blockIdx.x + it * gridDim.x) * p.fw + fw) * FT; };
@@ -102,18 +139,7 @@ __global__ void __launch_bounds__(256) ring_kernel(const P p) {
       if (lane == 0) for (int f = 0; f < FT; ++f) if (acc[f] == 1.2345f) p.y[f0 + f] = acc[f];
       continue;
     }
-    float mine = 0.f;
-#pragma unroll
-    for (int f = 0; f < FT; ++f) { const float v = bsum(acc[f]); if (lane == f) mine = v; }
-    bool store = true;
-    if (p.kw > 1) {
-      partial[(kw * p.fw + fw) * 32 + lane] = mine;
-      __syncthreads();
-      store = kw == 0;
-      if (store) { mine = partial[fw * 32 + lane]; for (int q = 1; q < p.kw; ++q) mine = __fadd_rn(mine, partial[(q * p.fw + fw) * 32 + lane]); }
-      __syncthreads();
-    }
-    if (store && lane < FT) p.y[f0 + lane] = mine;
+    store_item<FT>(p, acc, partial, lane, kw, fw, f0);
   }
   waitg<0>();
 }
@@ -122,12 +148,8 @@ __global__ void __launch_bounds__(256) ring_kernel(const P p) {
 template <int FT, int U>
 __global__ void __launch_bounds__(256) regs_kernel(const P p) {
   extern __shared__ float4 smem[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int S = 32 * p.kw, kw = warp % p.kw, fw = warp / p.kw, s = kw * 32 + lane;
-  const int nchunks = p.k / 8, rounds = (nchunks + S - 1) / S, padded = (rounds + U - 1) / U * U;
-  const int items = p.n / (p.fw * FT);
-  float4* xt = smem;
-  float* partial = reinterpret_cast<float*>(smem + 2 * nchunks);
+  const auto [lane, kw, fw, S, s, nchunks, rounds, items, xt, partial] = geometry(p, FT, smem);
+  const int padded = (rounds + U - 1) / U * U;
   const uint64_t pol = evict_first_policy();
   auto f0_of = [&](int it) { return ((blockIdx.x + it * gridDim.x) * p.fw + fw) * FT; };
   const int bpi = padded / U;
@@ -169,18 +191,9 @@ __global__ void __launch_bounds__(256) regs_kernel(const P p) {
     }
     if ((bi + 1) % bpi != 0) return;
     const int f0 = f0_of(bi / bpi);
-    float mine = 0.f;
+    store_item<FT>(p, acc, partial, lane, kw, fw, f0);
 #pragma unroll
-    for (int f = 0; f < FT; ++f) { const float v = bsum(acc[f]); if (lane == f) mine = v; acc[f] = 0.f; }
-    bool store = true;
-    if (p.kw > 1) {
-      partial[(kw * p.fw + fw) * 32 + lane] = mine;
-      __syncthreads();
-      store = kw == 0;
-      if (store) { mine = partial[fw * 32 + lane]; for (int q = 1; q < p.kw; ++q) mine = __fadd_rn(mine, partial[(q * p.fw + fw) * 32 + lane]); }
-      __syncthreads();
-    }
-    if (store && lane < FT) p.y[f0 + lane] = mine;
+    for (int f = 0; f < FT; ++f) acc[f] = 0.f;
   };
   load_b(A, 0);
   grid_trigger();
