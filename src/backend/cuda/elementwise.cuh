@@ -60,23 +60,31 @@ __device__ __forceinline__ float rms_scale_from_partials(float* partial, int tid
   return rsqrtf(__fadd_rn(__fdiv_rn(partial[0], static_cast<float>(dim)), eps));
 }
 
-// The same tree for a whole block (blockDim.x >= 32; every thread calls it after writing its partials), with
-// two barriers instead of one per level: warp 0 adds the levels kRmsLanes/2 .. 32 in shared memory and the
-// last five by shuffles, in the same pairs (partial[v] + partial[v + s]), so the same bits. The scale goes
-// through *slot (shared memory) to every thread; `partial` may be rewritten once this returns.
-__device__ __forceinline__ float rms_scale_block(float* partial, int64_t dim, float eps, float* slot) {
+// The same tree by one warp (all 32 lanes call it after the partials are visible to them): the levels
+// kRmsLanes/2 .. 32 in shared memory, the last five by shuffles, in the same pairs (partial[v] + partial[v + s]),
+// so the same bits in 5 fewer synchronisations. Every lane returns the scale.
+__device__ __forceinline__ float rms_scale_warp(float* partial, int64_t dim, float eps) {
   static_assert(kRmsLanes >= 64 && (kRmsLanes & (kRmsLanes - 1)) == 0);
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  for (int s = kRmsLanes / 2; s >= 32; s >>= 1) {
+    for (int v = lane; v < s; v += 32) partial[v] = __fadd_rn(partial[v], partial[v + s]);
+    __syncwarp();
+  }
+  float sum = partial[lane];
+#pragma unroll
+  for (int s = 16; s >= 1; s >>= 1) sum = __fadd_rn(sum, __shfl_down_sync(0xffffffffu, sum, s));  // lane v < s: v + (v + s)
+  sum = __shfl_sync(0xffffffffu, sum, 0);
+  return rsqrtf(__fadd_rn(__fdiv_rn(sum, static_cast<float>(dim)), eps));
+}
+
+// The same tree for a whole block (blockDim.x >= 32; every thread calls it after writing its partials), with
+// two barriers instead of one per level: warp 0 runs rms_scale_warp. The scale goes through *slot (shared
+// memory) to every thread; `partial` may be rewritten once this returns.
+__device__ __forceinline__ float rms_scale_block(float* partial, int64_t dim, float eps, float* slot) {
   __syncthreads();
   if (threadIdx.x < 32) {
-    const int lane = static_cast<int>(threadIdx.x);
-    for (int s = kRmsLanes / 2; s >= 32; s >>= 1) {
-      for (int v = lane; v < s; v += 32) partial[v] = __fadd_rn(partial[v], partial[v + s]);
-      __syncwarp();
-    }
-    float sum = partial[lane];
-#pragma unroll
-    for (int s = 16; s >= 1; s >>= 1) sum = __fadd_rn(sum, __shfl_down_sync(0xffffffffu, sum, s));  // lane v < s: v + (v + s)
-    if (lane == 0) *slot = rsqrtf(__fadd_rn(__fdiv_rn(sum, static_cast<float>(dim)), eps));
+    const float scale = rms_scale_warp(partial, dim, eps);
+    if (threadIdx.x == 0) *slot = scale;
   }
   __syncthreads();
   return *slot;

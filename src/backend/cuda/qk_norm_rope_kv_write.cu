@@ -2,7 +2,7 @@
 // rotary embedding of both, K and V into the cache. One warp-sized block per (row, head), so the heads of
 // a decode row run on as many multiprocessors (one block doing a row's 40 heads in turn took 19 µs on the
 // H200; docs/benchmarks.md): the head is normalised into shared memory (the RMSNorm of elementwise.cuh, its kRmsLanes partials reduced
-// by the warp in the same tree the rms_norm kernel's block uses), rotated pair by pair (rope_pair), and
+// by the warp in the same tree the rms_norm kernel's block uses: rms_scale_warp), rotated pair by pair (rope_pair), and
 // stored; the bits are those of rms_norm, rope and kv_write run one after the other.
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/elementwise.cuh"
@@ -30,13 +30,23 @@ struct PrologueArgs {
 
 // grid (n_heads + n_kv_heads, rows), 32 threads: block (h, row) does q head h (h < n_heads) or k head
 // h - n_heads together with the same v head.
+// The head's norm weights and the rotary frequencies are weights, not the previous kernel's results: each
+// lane loads the ones it will use before pdl_wait(), so that after it only the head's own read waits on the L2.
 __global__ void __launch_bounds__(32) qk_norm_rope_kv_write_kernel(const PrologueArgs a) {
-  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
-  pdl_launch_dependents();
-  extern __shared__ float smem[];  // kRmsLanes partials, then head_dim values
+  extern __shared__ float smem[];  // kRmsLanes partials, then head_dim values, head_dim norm weights, half frequencies
   const int lane = threadIdx.x;
   float* partial = smem;
   float* head = partial + kRmsLanes;
+  float* norm_w = head + a.head_dim;
+  float* freq = norm_w + a.head_dim;
+  const bool is_q = static_cast<int>(blockIdx.x) < a.n_heads;
+  const void* norm = is_q ? a.q_norm : a.k_norm;
+  // Each lane reads back only the entries it writes here (the same i = lane + 32 j below): no barrier needed.
+  if (norm != nullptr)
+    for (int i = lane; i < a.head_dim; i += 32) norm_w[i] = load_as_f32(norm, i, a.norm_dtype);
+  for (int i = lane; i < a.half; i += 32) freq[i] = a.inv_freq[i];
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+  pdl_launch_dependents();
   const int64_t row = blockIdx.y;
   const float pos = static_cast<float>(a.positions[row]);
   const int64_t kv_dim = int64_t{a.n_kv_heads} * a.head_dim;
@@ -44,18 +54,17 @@ __global__ void __launch_bounds__(32) qk_norm_rope_kv_write_kernel(const Prologu
 
   {
     const int h = blockIdx.x;
-    const bool is_q = h < a.n_heads;
     float* x = is_q ? a.q + (row * a.n_heads + h) * a.head_dim : a.k + row * kv_dim + int64_t{h - a.n_heads} * a.head_dim;
-    const void* norm = is_q ? a.q_norm : a.k_norm;
     for (int i = lane; i < a.head_dim; i += 32) head[i] = x[i];  // one coalesced read of the head
     __syncwarp();
     if (norm != nullptr) {
       for (int v = lane; v < kRmsLanes; v += 32) partial[v] = rms_partial(head, a.head_dim, v);
-      const float scale = rms_scale_from_partials(partial, lane, 32, a.head_dim, a.eps, [] { __syncwarp(); });
-      for (int i = lane; i < a.head_dim; i += 32) head[i] = rms_apply(head[i], scale, load_as_f32(norm, i, a.norm_dtype), false);
+      __syncwarp();
+      const float scale = rms_scale_warp(partial, a.head_dim, a.eps);
+      for (int i = lane; i < a.head_dim; i += 32) head[i] = rms_apply(head[i], scale, norm_w[i], false);
       __syncwarp();
     }
-    for (int i = lane; i < a.half; i += 32) rope_pair(head[i], head[i + a.half], pos, a.inv_freq[i], a.scaling);
+    for (int i = lane; i < a.half; i += 32) rope_pair(head[i], head[i + a.half], pos, freq[i], a.scaling);
     __syncwarp();
     for (int i = lane; i < a.head_dim; i += 32) {
       x[i] = head[i];
@@ -105,7 +114,7 @@ void qk_norm_rope_kv_write(const Context& c, const Tensor& q, const Tensor& k, c
   a.k_cache = k_cache.data;
   a.v_cache = v_cache.data;
   a.bf16_cache = k_cache.dtype == DType::BF16;
-  const size_t smem = static_cast<size_t>(kRmsLanes + rope.head_dim) * sizeof(float);
+  const size_t smem = static_cast<size_t>(kRmsLanes + 2 * rope.head_dim + rope.rot_dim / 2) * sizeof(float);
   HELIUM_CUDA_REQUIRE(op, smem <= 48 * 1024 && rows <= 65535);
   launch(c, qk_norm_rope_kv_write_kernel, dim3(static_cast<unsigned>(n_heads + n_kv_heads), static_cast<unsigned>(rows)),
          32, smem, a);
