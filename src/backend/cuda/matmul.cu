@@ -581,8 +581,8 @@ struct MatmulShape {
   int64_t rows, n, k;
 };
 
-// The entry checks of matmul and matmul_decode; aborts naming `op` on a broken precondition.
-// The checks of x, w and bias every matmul entry makes; the shape they give (rows, n, k).
+// The checks of x, w and bias every matmul entry makes (aborting, naming `op`, on a broken precondition);
+// the shape they give (rows, n, k).
 MatmulShape check_inputs(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias) {
   HELIUM_CUDA_REQUIRE(op, x.data != nullptr && w.data != nullptr);
   HELIUM_CUDA_REQUIRE(op, x.dtype == DType::F32 && is_float_dtype(w.dtype));
@@ -606,6 +606,7 @@ void check_output(const char* op, const Tensor& y, int64_t rows, int64_t width, 
   HELIUM_CUDA_REQUIRE(op, (reinterpret_cast<uintptr_t>(y.data) & 3u) == 0);
 }
 
+// The entry checks of matmul and matmul_decode: the inputs and the one output y(rows, n).
 MatmulShape check_operands(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
   const MatmulShape shape = check_inputs(op, x, w, bias);
   check_output(op, y, shape.rows, shape.n, x, w, bias);
