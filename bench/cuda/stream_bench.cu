@@ -33,8 +33,18 @@ namespace {
 
 enum PdlMode : int { kPdlOff = 0, kPdlStrict = 1, kPdlEarly = 2 };
 
-__device__ __forceinline__ void grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void grid_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+// Programmatic dependent launch exists from sm_90; on older devices the launch attribute is ignored and
+// kernels run one after the other, so these are no-ops there.
+__device__ __forceinline__ void grid_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 // Reads n16 16-byte words from src, U loads per thread in flight; folds them so that the loads are kept.
 // With stage_n16 > 0, every block first reads that many 16-byte words of `stage` (after the wait) and
