@@ -362,7 +362,10 @@ int run(const Options& opt) {
   json.kv("copy_gbps_read_plus_write", copy_gbps);
   if (opt.chain_only) {
     json.raw("\"layer_chain\": " + layer_chain(ctx, copy_gbps, samples) + "}");
-    return write_json(opt.json_path, json.out);
+    const int rc = write_json(opt.json_path, json.out);
+    cublasLtDestroy(ctx.lt);
+    cudaStreamDestroy(ctx.stream);
+    return rc;
   }
 
   const int64_t max_k = 12288;
