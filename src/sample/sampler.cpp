@@ -29,7 +29,6 @@ namespace {
 using Candidate = ScoredToken;
 constexpr int64_t kRankFirst = 1024;  // candidates ranked before the draw looks for more
 
-
 // A key whose ascending order is x's descending order, equal for +0 and -0 (they compare equal).
 uint32_t descending_key(float x) {
   if (x == 0.0f) x = 0.0f;

@@ -47,22 +47,9 @@ __device__ __forceinline__ float rms_partial(const float* x, int64_t dim, int v)
   return sum;
 }
 
-// Reduces partial[0 .. kRmsLanes) in place with the threads [0, threads) of a group that `sync` synchronises
-// (a block: __syncthreads; a warp: __syncwarp); every thread of the group must call it. Returns the scale.
-template <class Sync>
-__device__ __forceinline__ float rms_scale_from_partials(float* partial, int tid, int threads, int64_t dim, float eps,
-                                                         Sync sync) {
-  sync();
-  for (int s = kRmsLanes / 2; s > 0; s >>= 1) {
-    for (int v = tid; v < s; v += threads) partial[v] = __fadd_rn(partial[v], partial[v + s]);
-    sync();
-  }
-  return rsqrtf(__fadd_rn(__fdiv_rn(partial[0], static_cast<float>(dim)), eps));
-}
-
-// The same tree by one warp (all 32 lanes call it after the partials are visible to them): the levels
-// kRmsLanes/2 .. 32 in shared memory, the last five by shuffles, in the same pairs (partial[v] + partial[v + s]),
-// so the same bits in 5 fewer synchronisations. Every lane returns the scale.
+// Reduces partial[0 .. kRmsLanes) by the tree above with one warp (all 32 lanes call it after the partials
+// are visible to them): the levels kRmsLanes/2 .. 32 in place in shared memory, the last five by shuffles
+// (lane v < s adds lane v + s: the same pairs). Every lane returns the scale.
 __device__ __forceinline__ float rms_scale_warp(float* partial, int64_t dim, float eps) {
   static_assert(kRmsLanes >= 64 && (kRmsLanes & (kRmsLanes - 1)) == 0);
   const int lane = static_cast<int>(threadIdx.x & 31);
@@ -77,8 +64,8 @@ __device__ __forceinline__ float rms_scale_warp(float* partial, int64_t dim, flo
   return rsqrtf(__fadd_rn(__fdiv_rn(sum, static_cast<float>(dim)), eps));
 }
 
-// The same tree for a whole block (blockDim.x >= 32; every thread calls it after writing its partials), with
-// two barriers instead of one per level: warp 0 runs rms_scale_warp. The scale goes through *slot (shared
+// The same for a whole block (blockDim.x >= 32; every thread calls it after writing its partials): warp 0
+// runs rms_scale_warp between two barriers. The scale goes through *slot (shared
 // memory) to every thread; `partial` may be rewritten once this returns.
 __device__ __forceinline__ float rms_scale_block(float* partial, int64_t dim, float eps, float* slot) {
   __syncthreads();

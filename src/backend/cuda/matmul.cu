@@ -1166,6 +1166,16 @@ void matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor
 namespace {
 
 // Whether the decode kernel takes these operands with a fused transform of x (decode rows, vector loads).
+// The transform of a fused RMSNorm: rms_norm(x, norm_w, eps, zero_centred) applied as x is staged.
+XInput rms_norm_input(const Tensor& norm_w, float eps, bool zero_centred) {
+  XInput xin;
+  xin.xform = kRmsNorm;
+  xin.norm_w = norm_w;
+  xin.eps = eps;
+  xin.zero_centred = zero_centred;
+  return xin;
+}
+
 bool decode_fusable(const Tensor& x, const Tensor& w) {
   const int64_t rows = leading_rows(x);
   return rows > 0 && rows <= kMaxDecodeRows && w.rank == 2 && decode_vector_loads_ok(x, w, w.dim(1));
@@ -1216,11 +1226,7 @@ void matmul_split(const Context& c, const Tensor& x, const Tensor& w, const Tens
 void rms_norm_matmul_split(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
                            const Tensor& xn_scratch, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) {
   HELIUM_CUDA_REQUIRE("rms_norm_matmul_split", w.rank == 2 && norm_w.numel() == w.dim(1));
-  XInput xin;
-  xin.xform = kRmsNorm;
-  xin.norm_w = norm_w;
-  xin.eps = eps;
-  xin.zero_centred = zero_centred;
+  const XInput xin = rms_norm_input(norm_w, eps, zero_centred);
   if (!decode_fusable(x, w)) {
     if (prefill_fused(c, x, xin, w, bias, ys, false)) return;
     rms_norm(c, x, norm_w, eps, zero_centred, xn_scratch);
@@ -1239,11 +1245,7 @@ void rms_norm_matmul_swiglu(const Context& c, const Tensor& x, const Tensor& nor
   HELIUM_CUDA_REQUIRE("rms_norm_matmul_swiglu", rms_norm_matmul_swiglu_fusable(x, w) && norm_w.numel() == w.dim(1));
   const MatmulShape shape = check_inputs("rms_norm_matmul_swiglu", x, w, bias);
   check_output("rms_norm_matmul_swiglu", act, shape.rows, shape.n / 2, x, w, bias);
-  XInput xin;
-  xin.xform = kRmsNorm;
-  xin.norm_w = norm_w;
-  xin.eps = eps;
-  xin.zero_centred = zero_centred;
+  const XInput xin = rms_norm_input(norm_w, eps, zero_centred);
   launch_decode(c, x, w, bias, {}, shape, decode_config_for(c, shape, w.dtype), false, xin, act);  // FT is even
 }
 

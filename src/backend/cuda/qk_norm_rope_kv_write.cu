@@ -2,7 +2,7 @@
 // rotary embedding of both, K and V into the cache. One warp-sized block per (row, head), so the heads of
 // a decode row run on as many multiprocessors (one block doing a row's 40 heads in turn took 19 µs on the
 // H200; docs/benchmarks.md): the head is normalised into shared memory (the RMSNorm of elementwise.cuh, its kRmsLanes partials reduced
-// by the warp in the same tree the rms_norm kernel's block uses: rms_scale_warp), rotated pair by pair (rope_pair), and
+// by the warp in the tree the rms_norm kernel's block uses: rms_scale_warp), rotated pair by pair (rope_pair), and
 // stored; the bits are those of rms_norm, rope and kv_write run one after the other.
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/elementwise.cuh"

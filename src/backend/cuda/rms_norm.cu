@@ -1,5 +1,5 @@
 // y = x * rsqrt(mean(x²) + eps) * w   (zero_centred: * (1 + w)), one block per row, with the fixed-order
-// arithmetic of elementwise.cuh (rms_partial / rms_scale_from_partials / rms_apply), which the fused
+// arithmetic of elementwise.cuh (rms_partial / rms_scale_block / rms_apply), which the fused
 // kernels share: a row's result depends on nothing but the row.
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/elementwise.cuh"
@@ -16,9 +16,9 @@ __global__ void rms_norm_kernel(const float* x, const void* w, DType w_dtype, in
   const float* xr = x + blockIdx.x * dim;
   float* yr = y + blockIdx.x * dim;
   __shared__ float partial[kRmsLanes];
+  __shared__ float scale_slot;
   partial[threadIdx.x] = rms_partial(xr, dim, threadIdx.x);
-  const float scale =
-      rms_scale_from_partials(partial, threadIdx.x, kThreads, dim, eps, [] { __syncthreads(); });
+  const float scale = rms_scale_block(partial, dim, eps, &scale_slot);
   for (int64_t i = threadIdx.x; i < dim; i += kThreads) yr[i] = rms_apply(xr[i], scale, load_as_f32(w, i, w_dtype), zero_centred);
 }
 
