@@ -27,33 +27,20 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cuda_ops.cuh"
 #include "bench_cuda.h"
 
 namespace {
 
 enum PdlMode : int { kPdlOff = 0, kPdlStrict = 1, kPdlEarly = 2 };
 
-// Programmatic dependent launch exists from sm_90; on older devices the launch attribute is ignored and
-// kernels run one after the other, so these are no-ops there.
-__device__ __forceinline__ void grid_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void grid_trigger() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-// Reads n16 16-byte words from src, U loads per thread in flight; folds them so that the loads are kept.
 // With stage_n16 > 0, every block first reads that many 16-byte words of `stage` (after the wait) and
 // meets at a barrier before it folds anything: the decode matmul's staging of x (from the L2).
 template <int U>
 __global__ void __launch_bounds__(256) stream_kernel(const uint4* __restrict__ src, int64_t n16, uint32_t* sink,
                                                      int pdl, const uint4* __restrict__ stage, int stage_n16) {
   extern __shared__ uint32_t reserve[];  // occupancy only
-  if (pdl != kPdlOff) grid_trigger();
+  if (pdl != kPdlOff) helium::cuda::pdl_launch_dependents();
   auto stage_x = [&] {
     uint32_t s = 0;
     for (int i = threadIdx.x; i < stage_n16; i += blockDim.x) {
@@ -65,7 +52,7 @@ __global__ void __launch_bounds__(256) stream_kernel(const uint4* __restrict__ s
       __syncthreads();
     }
   };
-  if (pdl == kPdlStrict) grid_wait();
+  if (pdl == kPdlStrict) helium::cuda::pdl_wait();
   if (pdl != kPdlEarly) stage_x();
   bool waited = pdl != kPdlEarly;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
@@ -78,7 +65,7 @@ __global__ void __launch_bounds__(256) stream_kernel(const uint4* __restrict__ s
       v[u] = j < n16 ? __ldcs(src + j) : make_uint4(0, 0, 0, 0);
     }
     if (!waited) {
-      grid_wait();
+      helium::cuda::pdl_wait();
       stage_x();
       waited = true;
     }
@@ -86,7 +73,7 @@ __global__ void __launch_bounds__(256) stream_kernel(const uint4* __restrict__ s
     for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
   if (!waited) {
-    grid_wait();
+    helium::cuda::pdl_wait();
     stage_x();
   }
   if ((acc ^ reserve[threadIdx.x]) == 0x9e3779b9u) {  // data dependent: the compiler keeps every load

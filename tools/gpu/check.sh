@@ -9,6 +9,7 @@
 #   cmake --build build/gpu --target models_test kv_test cuda_matmul_test cuda_attention_test cuda_fused_test \
 #     helium_bench_decode helium_bench_cuda_matmul helium_bench_cuda_attention helium_bench_cuda_stream
 set -u
+source "$(dirname "$0")/common.sh"
 OUT=${OUT:-/tmp/helium-gpu-out}
 mkdir -p "$OUT"
 BIN=/tmp/helium-gpu-bin
@@ -52,9 +53,7 @@ if [ -n "${CHECK_SWEEP:-}" ]; then
     name=${variant%%:*}
     settings=${variant#*:}
     [ "$settings" = "$variant" ] && settings=""
-    env_args=()
-    IFS='+' read -r -a pairs <<<"$settings"
-    for kv in "${pairs[@]}"; do [ -n "$kv" ] && env_args+=("$kv"); done
+    variant_env "$settings"
     run "sweep_$name" 120 env "${env_args[@]}" "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b \
       --contexts "${SWEEP_CONTEXTS:-1024,32768}" --tokens 256 --runs 1 --prefill 0 --json "/tmp/sweep_$name.json"
     python3 -c "import json,sys; d=json.load(open('/tmp/sweep_$name.json')); print(json.dumps({'variant': '$name', 'settings': '$settings', 'tok_s': {str(x['context']): round(x['tok_s'], 2) for x in d['decode']}}))" >>"$OUT/sweep.json" 2>>"$LOG"
@@ -62,15 +61,6 @@ if [ -n "${CHECK_SWEEP:-}" ]; then
   cat "$OUT/sweep.json" | tee -a "$LOG"
   [ "${CHECK_SWEEP_ONLY:-0}" = 1 ] && exit 0  # CHECK_SWEEP_ONLY=1: the sweep alone (no tests)
 fi
-# The decode matmul configurations the start-up tuner chose on this GPU (what the benchmarks ran).
-python3 - "${HELIUM_CACHE_DIR:-$HOME/.cache/helium}/tune" >>"$LOG" 2>&1 <<'PY'
-import glob, json, sys
-for path in glob.glob(sys.argv[1] + "/*.json"):
-    for e in json.load(open(path)).get("shapes", []):
-        c = e["config"]
-        print(f"tuned {e['n']} x {e['k']}: lane {c['features_per_lane']} x {c['rounds_in_flight']} rounds, "
-              f"warps {c['feature_warps']} x {c['k_warps']} k, {e['us']:.1f} us")
-PY
 run cuda_matmul_test 150 "$BIN/cuda_matmul_test" --gtest_output=json:"$OUT/tests.json"
 run cuda_attention_test 200 "$BIN/cuda_attention_test" --gtest_brief=1
 run cuda_fused_test 60 "$BIN/cuda_fused_test" --gtest_brief=1
@@ -82,6 +72,8 @@ run kv_test 30 "$BIN/kv_test" --gtest_brief=1
 run sanitizer 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/models_test" \
   --gtest_filter='*GreedyContinuationMatchesTransformers/cuda_tiny_qwen3*'
 run bench_decode 240 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --json "$OUT/decode.json"
+# The configurations the start-up tuner chose for it (a fresh machine tunes in its first decode run).
+print_tuned >>"$LOG" 2>&1
 # Sampled decode as the engine runs it, with a coding agent's settings: temperature 0.7 and top_p 0.95
 # (logits copied each step, the token drawn on the host), then also top_k 20 (candidates selected on the
 # device, drawn on the host).

@@ -3,6 +3,7 @@
 # bits (matmul, fused), and the decode benchmark at 1K and 32K (256 tokens, one run). Carried binaries
 # (.gpu-bin, `tools/gpu/check.sh pack`); logs under $OUT.
 set -u
+source "$(dirname "$0")/common.sh"
 OUT=${OUT:-/tmp/helium-gpu-out}
 BIN=/tmp/helium-gpu-bin
 mkdir -p "$OUT" "$BIN" && tar -C "$BIN" -xJf .gpu-bin/bin.tar.xz || exit 1
@@ -15,21 +16,10 @@ done
 for round in 1 2; do
   for variant in ${QUICK_VARIANTS:-default:}; do
     name=${variant%%:*}
-    settings=${variant#*:}
-    env_args=()
-    IFS='+' read -r -a pairs <<<"$settings"
-    for kv in "${pairs[@]}"; do [ -n "$kv" ] && env_args+=("$kv"); done
+    variant_env "${variant#*:}"
     env "${env_args[@]}" "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b \
       --contexts "${QUICK_CONTEXTS:-1024,32768}" --tokens 256 --runs 1 --prefill 0 --json "$OUT/decode.json" >>"$OUT/quick.log" 2>&1
     python3 -c "import json; d=json.load(open('$OUT/decode.json')); print('$name round $round', ' '.join(f\"{x['context']}: {x['tok_s']:.1f} ({x['ratio']:.3f})\" for x in d['decode']))"
   done
 done
-# The decode matmul configurations the start-up tuner chose in this call.
-python3 - "${HELIUM_CACHE_DIR:-$HOME/.cache/helium}/tune" <<'PY'
-import glob, json, sys
-for path in glob.glob(sys.argv[1] + "/*.json"):
-    for e in json.load(open(path)).get("shapes", []):
-        c = e["config"]
-        print(f"tuned {e['n']} x {e['k']}: lane {c['features_per_lane']} x {c['rounds_in_flight']} rounds, "
-              f"warps {c['feature_warps']} x {c['k_warps']} k, {e['us']:.1f} us")
-PY
+print_tuned

@@ -1,0 +1,21 @@
+# tools/gpu/common.sh — what check.sh and quick.sh share; sourced, not run.
+
+# variant_env "VAR=v+VAR=v": the settings of one sweep variant, as env's arguments, into the array env_args.
+variant_env() {
+  env_args=()
+  local pairs kv
+  IFS='+' read -r -a pairs <<<"$1"
+  for kv in "${pairs[@]}"; do [ -n "$kv" ] && env_args+=("$kv"); done
+}
+
+# The decode matmul configurations the start-up tuner chose in this call (what the benchmarks ran).
+print_tuned() {
+  python3 - "${HELIUM_CACHE_DIR:-$HOME/.cache/helium}/tune" <<'PY'
+import glob, json, sys
+for path in glob.glob(sys.argv[1] + "/*.json"):
+    for e in json.load(open(path)).get("shapes", []):
+        c = e["config"]
+        print(f"tuned {e['n']} x {e['k']}: lane {c['features_per_lane']} x {c['rounds_in_flight']} rounds, "
+              f"warps {c['feature_warps']} x {c['k_warps']} k, {e['us']:.1f} us")
+PY
+}
