@@ -14,7 +14,8 @@
 //   dependent launch, the matmul's early trigger; gate/up storing the SwiGLU activation, as
 //   CudaBackend::swiglu_mlp_add runs them), each configuration chosen by timing the candidates
 //   in such a chain, over 36 layers of distinct weights: what the matmuls cost inside a step, without
-//   the attention between them.
+//   the attention between them. Then the timeline of one layer (trace_layer): per-block %globaltimer
+//   stamps of its matmuls, which show where the weight stream stops between kernels.
 //
 //   helium_bench_cuda_matmul [--json PATH] [--quick] [--chain]
 // --quick: fewer replays, no candidate sweep. --chain: the layer chain only.
@@ -164,6 +165,100 @@ int write_json(const std::string& path, const std::string& text) {
   return 0;
 }
 
+// Where a layer's time goes between and inside its kernels: the layer chain runs once more with the given
+// configurations, and the five matmuls from the previous layer's down to this layer's down write per-block
+// %globaltimer stamps (Context::matmul_trace). Printed per kernel, in microseconds from the first block
+// start of the first traced kernel: block starts (first / median / last), the wait released, x staged,
+// the first item stored, the block ends; and the gap from one kernel's last block end to the next kernel's
+// median x staged (no weight bytes are consumed on that SM meanwhile). Returns the JSON array.
+template <class Call>
+std::string trace_layer(cuda::Context& ctx, cuda::MatmulDecodeTable& table,
+                        const std::vector<cuda::MatmulDecodeShapeConfig>& configs, const Call& call, int layers) {
+  constexpr int kMaxBlocks = 4096, kE = cuda::kMatmulTraceEvents;
+  const int layer = layers / 2;
+  struct Traced {
+    int op, layer;
+  };
+  const Traced traced[] = {{3, layer - 1}, {0, layer}, {1, layer}, {2, layer}, {3, layer}};
+  const char* names[] = {"down (prev layer)", "qkv", "o_proj", "gate_up", "down"};
+  constexpr int kTraced = 5;
+  DeviceArray buffer(sizeof(unsigned long long) * kMaxBlocks * kE * kTraced);
+  auto* stamps = static_cast<unsigned long long*>(buffer.get());
+  table.entries = configs;
+  // Captured as the timed chains are (a graph, replayed once to warm up, then once traced).
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  BENCH_CUDA(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
+  for (int l = 0; l < layers; ++l)
+    for (int op = 0; op < 4; ++op) {
+      int t = -1;
+      for (int i = 0; i < kTraced; ++i)
+        if (traced[i].op == op && traced[i].layer == l) t = i;
+      ctx.matmul_trace = t >= 0 ? stamps + static_cast<size_t>(t) * kMaxBlocks * kE : nullptr;
+      call(op, l);
+    }
+  ctx.matmul_trace = nullptr;
+  BENCH_CUDA(cudaStreamEndCapture(ctx.stream, &graph));
+  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  BENCH_CUDA(cudaGraphLaunch(exec, ctx.stream));
+  BENCH_CUDA(cudaMemsetAsync(stamps, 0, buffer.bytes(), ctx.stream));
+  BENCH_CUDA(cudaGraphLaunch(exec, ctx.stream));
+  BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+  BENCH_CUDA(cudaGraphExecDestroy(exec));
+  BENCH_CUDA(cudaGraphDestroy(graph));
+  std::vector<unsigned long long> host(static_cast<size_t>(kMaxBlocks) * kE * kTraced);
+  BENCH_CUDA(cudaMemcpyAsync(host.data(), stamps, host.size() * sizeof(host[0]), cudaMemcpyDeviceToHost, ctx.stream));
+  BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+  unsigned long long t0 = ~0ull, step = ~0ull;
+  std::vector<std::vector<std::vector<double>>> ev(kTraced, std::vector<std::vector<double>>(kE));
+  for (int t = 0; t < kTraced; ++t)
+    for (int b = 0; b < kMaxBlocks; ++b) {
+      const unsigned long long* r = &host[(static_cast<size_t>(t) * kMaxBlocks + b) * kE];
+      if (r[0] == 0) continue;
+      if (t == 0) t0 = std::min(t0, r[0]);
+      for (int e = 1; e < kE; ++e)
+        if (r[e] > r[e - 1]) step = std::min(step, r[e] - r[e - 1]);
+    }
+  for (int t = 0; t < kTraced; ++t)
+    for (int b = 0; b < kMaxBlocks; ++b) {
+      const unsigned long long* r = &host[(static_cast<size_t>(t) * kMaxBlocks + b) * kE];
+      if (r[0] == 0) continue;
+      for (int e = 0; e < kE; ++e) ev[t][e].push_back((static_cast<double>(r[e]) - static_cast<double>(t0)) * 1e-3);
+    }
+  auto pick = [](std::vector<double> v, double q) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5))];
+  };
+  std::printf("  timeline of layer %d (us from the first block start; smallest stamp step %.3f us; ends of the\n"
+              "  previous kernel -> x staged here = the gap in which no weight is consumed):\n",
+              layer, step == ~0ull ? 0.0 : step * 1e-3);
+  std::printf("    %-18s %6s  %-23s %-16s %-16s %8s  %-16s %7s\n", "kernel", "blocks", "start min/med/max",
+              "released med/max", "staged med/max", "item1 med", "end med/max", "gap");
+  std::string json = "[";
+  for (int t = 0; t < kTraced; ++t) {
+    const auto& e = ev[t];
+    const double gap = t > 0 ? pick(e[3], 0.5) - pick(ev[t - 1][5], 1.0) : 0.0;
+    std::printf("    %-18s %6zu  %6.2f %6.2f %7.2f  %7.2f %7.2f  %7.2f %7.2f  %8.2f  %7.2f %7.2f  %7.2f\n", names[t],
+                e[0].size(), pick(e[0], 0), pick(e[0], 0.5), pick(e[0], 1), pick(e[2], 0.5), pick(e[2], 1),
+                pick(e[3], 0.5), pick(e[3], 1), pick(e[4], 0.5), pick(e[5], 0.5), pick(e[5], 1), gap);
+    JsonWriter w;
+    w.raw(t == 0 ? "{" : ", {");
+    w.kv("kernel", std::string(names[t]));
+    w.kv("blocks", static_cast<double>(e[0].size()));
+    w.kv("start_min_us", pick(e[0], 0));
+    w.kv("start_max_us", pick(e[0], 1));
+    w.kv("released_median_us", pick(e[2], 0.5));
+    w.kv("staged_median_us", pick(e[3], 0.5));
+    w.kv("first_item_median_us", pick(e[4], 0.5));
+    w.kv("end_median_us", pick(e[5], 0.5));
+    w.kv("end_max_us", pick(e[5], 1), false);
+    w.raw("}");
+    json += w.out;
+  }
+  return json + "]";
+}
+
 // The layer chain (see the header): returns its JSON object. ctx is switched to the decode step's launch
 // mode (programmatic dependent launch, early trigger) for the duration.
 std::string layer_chain(cuda::Context& ctx, double copy_gbps, int samples) {
@@ -303,12 +398,13 @@ std::string layer_chain(cuda::Context& ctx, double copy_gbps, int samples) {
               layer_us, alone_layer_us, ideal_layer_us, ideal_layer_us / layer_us);
   std::printf("  the same with rings of at most 64 KB (two blocks per multiprocessor): %.2f us per layer, %.3f of copy\n",
               layer_small_us, ideal_layer_us / layer_small_us);
+  const std::string timeline = trace_layer(ctx, table, chosen_small, call, kLayers);
   JsonWriter e;
   e.kv("layer_us_two_block_rings", layer_small_us);
   e.kv("layer_us", layer_us);
   e.kv("ideal_layer_us", ideal_layer_us);
   e.kv("fraction_of_copy", ideal_layer_us / layer_us, false);
-  json += "], " + e.out + "}";
+  json += "], " + e.out + ", \"timeline\": " + timeline + "}";
   ctx.pdl = pdl;
   ctx.matmul_early_trigger = early;
   ctx.matmul_decode_table = table_before;

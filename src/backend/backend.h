@@ -81,6 +81,8 @@ struct RopeParams {
 // batch, j < 64, visited in increasing j, each at slot write_slots[j]). Linear rows (prefill, decode)
 // use the prefix alone: their own K/V is written into their sequence's pages before attention. Tree rows
 // (speculation) attend to the prefix up to their root, then to their ancestors and themselves.
+// A step writes keys only at the last `rows` positions of any row's prefix and at tree write slots: the
+// CUDA decode kernel loads every earlier position before it waits for the step's own K/V writes.
 // All tensors live in the backend's memory. tree_masks may be empty (data == nullptr): no tree rows.
 //
 // row_offsets/slots is the same information as an explicit slot list per row (row r: slots[row_offsets[r]

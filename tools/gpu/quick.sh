@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A short GPU call for iterating on a kernel: the decode matmuls' layer chain, the CUDA op tests that check
-# bits (matmul, fused), and the decode benchmark at 1K and 32K (256 tokens, one run). Carried binaries
+# bits (matmul, fused, attention), and the decode benchmark at 1K and 32K (256 tokens, one run). Carried binaries
 # (.gpu-bin, `tools/gpu/check.sh pack`); logs under $OUT.
 set -u
 source "$(dirname "$0")/common.sh"
@@ -8,7 +8,7 @@ OUT=${OUT:-/tmp/helium-gpu-out}
 BIN=/tmp/helium-gpu-bin
 mkdir -p "$OUT" "$BIN" && tar -C "$BIN" -xJf .gpu-bin/bin.tar.xz || exit 1
 "$BIN/helium_bench_cuda_matmul" --chain --json "$OUT/chain.json" 2>&1 | tee "$OUT/quick.log" | grep -v "^wrote"
-for t in cuda_matmul_test cuda_fused_test; do
+for t in cuda_matmul_test cuda_fused_test cuda_attention_test; do
   "$BIN/$t" --gtest_brief=1 >>"$OUT/quick.log" 2>&1
   echo "$t: exit $?"
 done

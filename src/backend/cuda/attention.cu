@@ -78,6 +78,7 @@ struct AttentionArgs {
   int n_partitions;  // decode: partitions per row (gridDim.y of the tuned partition kernel, .x of the generic)
   int small_end, medium_end;  // partition_keys' thresholds (Context)
   bool evict_first;           // decode: keys and values loaded with the L2 evict_first policy
+  bool early_kv;              // decode: keys this step does not write are loaded before pdl_wait (Context)
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -287,7 +288,6 @@ struct DecodeTraits {
 template <typename T, int kHeadDim, int kGroup, int kStages>
 __global__ void __launch_bounds__(kDecodeThreads, kStages == 3 ? 4 : 3)
     attention_decode_partition(const AttentionArgs a) {
-  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   pdl_launch_dependents();  // the next kernel may start its own independent loads
   using Tr = DecodeTraits<T, kHeadDim, kGroup, kStages>;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -312,9 +312,55 @@ __global__ void __launch_bounds__(kDecodeThreads, kStages == 3 ? 4 : 3)
   const int n = min(part_keys, rk.n_keys - p0);
   const int tid = threadIdx.x;
   const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * kHeadDim;
+  // The layout (block tables, lengths, masks, slots) is uploaded before the step: read before the wait.
   for (int i = tid; i < n; i += kDecodeThreads) s_offset[i] = key_slot(a, rk, p0 + i) * kv_dim + kv_head * kHeadDim;
+  __syncthreads();  // s_offset
+  // Keys [0, stable) of the partition were written by earlier steps (AttentionLayout: a step writes only the
+  // last `rows` positions of a prefix, and tree slots), so with early_kv the first chunks' pieces of them are
+  // loaded before the wait, while the previous kernel (the q/k prologue that writes this step's keys) runs.
+  const int stable = a.early_kv ? max(0, min(n, rk.n_prefix - a.rows - p0)) : 0;
 
   const int lane_k = tid % Tr::kLanesPerKey, key_group = tid / Tr::kLanesPerKey;
+
+  const int n_chunks = (n + Tr::kChunkKeys - 1) / Tr::kChunkKeys;
+  const int total_chunks = 2 * n_chunks;  // K chunks, then V chunks
+  const uint64_t policy = evict_first_policy();
+  // Chunk c's pieces into its ring stage: every piece (kAll), the pieces of keys [0, stable) (kStable), or
+  // the others (kFresh: plain L2 loads and shared stores, so that the commit groups stay one per chunk;
+  // keys past n are zero-filled).
+  enum Pieces { kAll, kStable, kFresh };
+  auto issue_chunk = [&](int c, Pieces which) {
+    const bool is_v = c >= n_chunks;
+    const int key0 = (is_v ? c - n_chunks : c) * Tr::kChunkKeys;
+    const T* cache = static_cast<const T*>(is_v ? a.v_cache : a.k_cache);
+    T* stage = s_ring + (c % Tr::kStages) * (kDecodeStageBytes / sizeof(T));
+#pragma unroll
+    for (int j = 0; j < Tr::kPiecesPerChunk / kDecodeThreads; ++j) {
+      const int piece = j * kDecodeThreads + tid;
+      const int kr = piece / Tr::kPiecesPerKey, pc = piece % Tr::kPiecesPerKey;
+      const int key = key0 + kr;
+      if (which != kAll && (key < stable) != (which == kStable)) continue;
+      const bool valid = key < n;
+      const T* src = valid ? cache + s_offset[key] + pc * Tr::kVec : cache;
+      T* dst = stage + kr * kHeadDim + pc * Tr::kVec;
+      if (which == kFresh) *reinterpret_cast<uint4*>(dst) = valid ? __ldcg(reinterpret_cast<const uint4*>(src)) : uint4{};
+      else if (a.evict_first) cp_async_16(dst, src, valid, policy);
+      else cp_async_16(dst, src, valid);
+    }
+  };
+  if (a.early_kv) {
+#pragma unroll
+    for (int c = 0; c < Tr::kStages - 1; ++c) {
+      if (c < total_chunks) issue_chunk(c, kStable);
+      cp_async_commit();
+    }
+  }
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+#pragma unroll
+  for (int c = 0; c < Tr::kStages - 1; ++c) {
+    if (c < total_chunks) issue_chunk(c, a.early_kv ? kFresh : kAll);
+    if (!a.early_kv) cp_async_commit();
+  }
 
   // This lane's query elements, kGroup heads.
   float qf[kGroup][Tr::kElems];
@@ -334,35 +380,10 @@ __global__ void __launch_bounds__(kDecodeThreads, kStages == 3 ? 4 : 3)
       }
     }
   }
-  __syncthreads();  // s_offset
-
-  const int n_chunks = (n + Tr::kChunkKeys - 1) / Tr::kChunkKeys;
-  const int total_chunks = 2 * n_chunks;  // K chunks, then V chunks
-  const uint64_t policy = evict_first_policy();
-  auto issue_chunk = [&](int c) {
-    const bool is_v = c >= n_chunks;
-    const int key0 = (is_v ? c - n_chunks : c) * Tr::kChunkKeys;
-    const T* cache = static_cast<const T*>(is_v ? a.v_cache : a.k_cache);
-    T* stage = s_ring + (c % Tr::kStages) * (kDecodeStageBytes / sizeof(T));
-#pragma unroll
-    for (int j = 0; j < Tr::kPiecesPerChunk / kDecodeThreads; ++j) {
-      const int piece = j * kDecodeThreads + tid;
-      const int kr = piece / Tr::kPiecesPerKey, pc = piece % Tr::kPiecesPerKey;
-      const bool valid = key0 + kr < n;
-      const T* src = valid ? cache + s_offset[key0 + kr] + pc * Tr::kVec : cache;
-      if (a.evict_first) cp_async_16(stage + kr * kHeadDim + pc * Tr::kVec, src, valid, policy);
-      else cp_async_16(stage + kr * kHeadDim + pc * Tr::kVec, src, valid);
-    }
-  };
-#pragma unroll
-  for (int c = 0; c < Tr::kStages - 1; ++c) {
-    if (c < total_chunks) issue_chunk(c);
-    cp_async_commit();
-  }
 
   // Waits for chunk c (issuing chunk c + Tr::kStages - 1 first) and returns its stage.
   auto begin_chunk = [&](int c) -> const T* {
-    if (c + Tr::kStages - 1 < total_chunks) issue_chunk(c + Tr::kStages - 1);
+    if (c + Tr::kStages - 1 < total_chunks) issue_chunk(c + Tr::kStages - 1, kAll);
     cp_async_commit();
     cp_async_wait<Tr::kStages - 1>();
     __syncthreads();  // chunk c has landed for every thread
@@ -959,15 +980,20 @@ void launch_decode_partition_stages(const Context& c, const AttentionArgs& a) {
 // multiprocessor, so fewer waves. H200, Qwen3-8B shape (docs/benchmarks.md, seventh session), decode
 // tok/s with 4 / 3 stages everywhere: 1K 203.1 / 202.7 (128 blocks), 8K 189.9 / 188.0 (256), 32K
 // 155.7 / 159.8 (1,024 blocks: 2.6 waves at three per multiprocessor, 1.9 at four).
+// Early K/V loads (Context::attention_early_kv) only when the whole grid is resident at once: then every
+// block loads its first chunks while the q/k prologue runs. A grid of several waves gains only in its first
+// wave, and its early loads take the memory from the prologue it waits for. H200, Qwen3-8B shape
+// (docs/benchmarks.md, ninth session), decode tok/s with early loads in every grid / none: 1K 207.0 /
+// 205.4-205.7 (128 blocks, one wave), 32K 163.3-163.6 / 164.6-164.7 (1,024 blocks, two waves).
 template <typename T, int kHeadDim, int kGroup>
 void launch_decode_partition(const Context& c, const AttentionArgs& a) {
+  const int64_t blocks = int64_t{a.n_kv_heads} * (a.group / kGroup) * a.n_partitions * a.rows;
   int stages = c.attention_stages;
-  if (stages == 0) {
-    const int64_t blocks = int64_t{a.n_kv_heads} * (a.group / kGroup) * a.n_partitions * a.rows;
-    stages = c.sm_count > 0 && blocks > int64_t{3} * c.sm_count ? 3 : kDecodeStages;
-  }
-  if (stages == 3) launch_decode_partition_stages<T, kHeadDim, kGroup, 3>(c, a);
-  else launch_decode_partition_stages<T, kHeadDim, kGroup, kDecodeStages>(c, a);
+  if (stages == 0) stages = c.sm_count > 0 && blocks > int64_t{3} * c.sm_count ? 3 : kDecodeStages;
+  AttentionArgs b = a;
+  b.early_kv = a.early_kv && c.sm_count > 0 && blocks <= int64_t{stages == 3 ? 4 : 3} * c.sm_count;
+  if (stages == 3) launch_decode_partition_stages<T, kHeadDim, kGroup, 3>(c, b);
+  else launch_decode_partition_stages<T, kHeadDim, kGroup, kDecodeStages>(c, b);
 }
 
 template <typename T, int kHeadDim>
@@ -1121,6 +1147,7 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
     a.small_end = c.attention_small_end;
     a.medium_end = c.attention_medium_end;
     a.evict_first = c.kv_evict_first;
+    a.early_kv = c.attention_early_kv;
     const int64_t parts = max_partition_count(layout.max_keys, a.small_end, a.medium_end);
     const int64_t partial_floats = rows * shape.n_heads * parts;
     HELIUM_CUDA_REQUIRE(op, c.attention_scratch != nullptr &&

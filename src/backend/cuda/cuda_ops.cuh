@@ -79,6 +79,10 @@ struct Context {
   bool stream_evict_first = true;
   // The same for decode attention's keys and values: on unless HELIUM_CUDA_KV_POLICY=normal.
   bool kv_evict_first = true;
+  // Decode attention loads the keys and values the step does not write (all but the last `rows` positions
+  // of each prefix) before it waits for the previous kernel, the q/k prologue that writes the step's own
+  // keys; off (HELIUM_CUDA_ATTN_EARLY=off): every load after the wait, for comparisons.
+  bool attention_early_kv = true;
   // Diagnostic only (HELIUM_CUDA_OMIT, cuda_backend.cu): kernels of a decode step that are not launched, so
   // that a benchmark can time what each costs inside the replayed graph. The results are garbage.
   unsigned omit = 0;
@@ -87,6 +91,9 @@ struct Context {
   // the multiprocessors and issue their own independent loads early. HELIUM_CUDA_MATMUL_TRIGGER=end for
   // the old order (cuda_backend.cu has the measurement).
   bool matmul_early_trigger = true;
+  // Diagnostic only (helium_bench_cuda_matmul --chain): when set, each block of a decode matmul writes
+  // kMatmulTraceEvents %globaltimer stamps to matmul_trace[block · kMatmulTraceEvents + event] (matmul.cu).
+  unsigned long long* matmul_trace = nullptr;
   // CudaBackend::swiglu_mlp_add's decode path: the gate/up matmul stores the activation (on) or the two
   // fused ops of the default sequence run (off; HELIUM_CUDA_SWIGLU_STORE, for comparisons). Same bits.
   bool swiglu_store = true;
@@ -211,6 +218,10 @@ inline constexpr int kMatmulDecodeKernelRevision = 6;
 // k_warps alone decides the reduction order (32 · k_warps interleaved slices of k, see matmul.cu), so it
 // decides the rounding of every output; the other fields change speed only. Whatever the row count,
 // one shape runs with one configuration, which is what keeps rows bitwise batch-invariant.
+// The decode matmul's trace events (Context::matmul_trace): block start, first rounds issued (before the
+// wait), wait released, x staged (the first FMA may run), first work item stored, block end.
+constexpr int kMatmulTraceEvents = 6;
+
 struct MatmulDecodeConfig {
   int features_per_lane = 2;  // output features each lane accumulates: 2 or 4
   int rounds_in_flight = 4;   // rounds of w chunks each lane has in flight (its shared-memory ring's depth)

@@ -186,6 +186,7 @@ struct DecodeParams {
   int tile_rounds;         // rounds of chunks per x tile (aligned kernel)
   bool evict_first;        // w loaded with the L2 evict_first policy (Context::stream_evict_first)
   bool early_trigger;      // the next kernel may launch once the first rounds are issued (Context)
+  unsigned long long* trace;  // Context::matmul_trace, or null
 };
 
 // prior: the output's value before this op when accumulating (read earlier by the caller), else it is read here.
@@ -242,6 +243,14 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
   // [RIF][FT · kVecs][blockDim] 16-byte slots: consecutive threads own consecutive slots.
   uint4* ring = reinterpret_cast<uint4*>(smem + RT * 2 * tile_chunks) + (kRmsLanes + kMaxRowTile) / 4;
   const uint64_t policy = evict_first_policy();
+  auto stamp = [&](int event) {
+    if (p.trace != nullptr && threadIdx.x == 0) {
+      unsigned long long t;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+      p.trace[blockIdx.x * kMatmulTraceEvents + event] = t;
+    }
+  };
+  stamp(0);
 
   // The first output position of this warp in the block's iter-th item (FT features each, or FT/2 pairs),
   // and the w row of its feature f (n - 1 bounds the address of features past n).
@@ -335,8 +344,10 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
     for (int64_t i = threadIdx.x; i < lines; i += blockDim.x)
       asm volatile("prefetch.global.L1 [%0];" ::"l"(static_cast<const char*>(p.norm_w) + i * 128));
   }
+  stamp(1);
   if (p.early_trigger) pdl_launch_dependents();
   pdl_wait();
+  stamp(2);
 
   if (p.xform == kRmsNorm) {  // each row's scale, before any tile is staged (tiles need the whole row)
     for (int r = 0; r < RT; ++r) {
@@ -348,6 +359,7 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
   if (one_tile) {  // x stays in shared memory for all of the block's items
     stage_x_tile(0);
     __syncthreads();
+    stamp(3);
   }
 
   for (int64_t iter = 0; item_exists(iter); ++iter) {
@@ -375,6 +387,7 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
           __syncthreads();  // everyone is done with the previous tile (or item)
           stage_x_tile(j);
           __syncthreads();
+          if (iter == 0 && j == 0) stamp(3);
           tile_first_round = j;
           next_tile_round = j + p.tile_rounds;
         }
@@ -445,8 +458,10 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
         store_output(p, row, feature, mine, &prior);
       }
     }
+    if (iter == 0) stamp(4);
   }
   copy_async_wait_group<0>();  // only empty groups remain; nothing may land after the block exits
+  stamp(5);
   if (!p.early_trigger) pdl_launch_dependents();  // every load of w is done: the next kernel may take the SMs
 }
 
@@ -793,6 +808,7 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   p.k_warps = cfg.k_warps;
   p.evict_first = c.stream_evict_first;
   p.early_trigger = c.matmul_early_trigger;
+  p.trace = c.matmul_trace;
 
   if (!decode_vector_loads_ok(x, w, shape.k)) {
     HELIUM_CUDA_REQUIRE("matmul", xin.xform == kNone && !pairs);  // fused callers check decode_vector_loads_ok first
