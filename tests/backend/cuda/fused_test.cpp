@@ -390,6 +390,7 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_ATTN_PARTITIONS", "64", "0,0"},
                {"HELIUM_CUDA_ATTN_STAGES", "5", "3"},
                {"HELIUM_CUDA_MATMUL_TRIGGER", "middle", "end"},
+               {"HELIUM_CUDA_ATTN_EARLY", "soon", "off"},
                {"HELIUM_CUDA_PREFILL_FUSED", "maybe", "off"},
                {"HELIUM_CUDA_XTILE_KB", "lots", "32"},
                {"HELIUM_CUDA_OMIT", "everything", "merge"}};
