@@ -174,7 +174,9 @@ int write_json(const std::string& path, const std::string& text) {
 template <class Call>
 std::string trace_layer(cuda::Context& ctx, cuda::MatmulDecodeTable& table,
                         const std::vector<cuda::MatmulDecodeShapeConfig>& configs, const Call& call, int layers) {
-  constexpr int kMaxBlocks = 4096, kE = cuda::kMatmulTraceEvents;
+  // The decode matmul's grid is persistent: at most the blocks resident at once (32 a multiprocessor at most).
+  const int max_blocks = 32 * ctx.sm_count;
+  constexpr int kE = cuda::kMatmulTraceEvents;
   const int layer = layers / 2;
   struct Traced {
     int op, layer;
@@ -182,7 +184,7 @@ std::string trace_layer(cuda::Context& ctx, cuda::MatmulDecodeTable& table,
   const Traced traced[] = {{3, layer - 1}, {0, layer}, {1, layer}, {2, layer}, {3, layer}};
   const char* names[] = {"down (prev layer)", "qkv", "o_proj", "gate_up", "down"};
   constexpr int kTraced = 5;
-  DeviceArray buffer(sizeof(unsigned long long) * kMaxBlocks * kE * kTraced);
+  DeviceArray buffer(sizeof(unsigned long long) * max_blocks * kE * kTraced);
   auto* stamps = static_cast<unsigned long long*>(buffer.get());
   table.entries = configs;
   // Captured as the timed chains are (a graph, replayed once to warm up, then once traced).
@@ -194,7 +196,7 @@ std::string trace_layer(cuda::Context& ctx, cuda::MatmulDecodeTable& table,
       int t = -1;
       for (int i = 0; i < kTraced; ++i)
         if (traced[i].op == op && traced[i].layer == l) t = i;
-      ctx.matmul_trace = t >= 0 ? stamps + static_cast<size_t>(t) * kMaxBlocks * kE : nullptr;
+      ctx.matmul_trace = t >= 0 ? stamps + static_cast<size_t>(t) * max_blocks * kE : nullptr;
       call(op, l);
     }
   ctx.matmul_trace = nullptr;
@@ -206,24 +208,24 @@ std::string trace_layer(cuda::Context& ctx, cuda::MatmulDecodeTable& table,
   BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
   BENCH_CUDA(cudaGraphExecDestroy(exec));
   BENCH_CUDA(cudaGraphDestroy(graph));
-  std::vector<unsigned long long> host(static_cast<size_t>(kMaxBlocks) * kE * kTraced);
+  std::vector<unsigned long long> host(static_cast<size_t>(max_blocks) * kE * kTraced);
   BENCH_CUDA(cudaMemcpyAsync(host.data(), stamps, host.size() * sizeof(host[0]), cudaMemcpyDeviceToHost, ctx.stream));
   BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+  // Blocks that ran have a nonzero start. t0: the first traced kernel's first start.
+  auto stamps_of = [&](int t, int b) { return &host[(static_cast<size_t>(t) * max_blocks + b) * kE]; };
   unsigned long long t0 = ~0ull, step = ~0ull;
+  for (int b = 0; b < max_blocks; ++b)
+    if (stamps_of(0, b)[0] != 0) t0 = std::min(t0, stamps_of(0, b)[0]);
+  // ev[kernel][event]: µs from t0 (the difference taken in integers: the stamps exceed a double's exact range).
   std::vector<std::vector<std::vector<double>>> ev(kTraced, std::vector<std::vector<double>>(kE));
   for (int t = 0; t < kTraced; ++t)
-    for (int b = 0; b < kMaxBlocks; ++b) {
-      const unsigned long long* r = &host[(static_cast<size_t>(t) * kMaxBlocks + b) * kE];
+    for (int b = 0; b < max_blocks; ++b) {
+      const unsigned long long* r = stamps_of(t, b);
       if (r[0] == 0) continue;
-      if (t == 0) t0 = std::min(t0, r[0]);
-      for (int e = 1; e < kE; ++e)
-        if (r[e] > r[e - 1]) step = std::min(step, r[e] - r[e - 1]);
-    }
-  for (int t = 0; t < kTraced; ++t)
-    for (int b = 0; b < kMaxBlocks; ++b) {
-      const unsigned long long* r = &host[(static_cast<size_t>(t) * kMaxBlocks + b) * kE];
-      if (r[0] == 0) continue;
-      for (int e = 0; e < kE; ++e) ev[t][e].push_back((static_cast<double>(r[e]) - static_cast<double>(t0)) * 1e-3);
+      for (int e = 0; e < kE; ++e) {
+        ev[t][e].push_back(static_cast<double>(static_cast<long long>(r[e] - t0)) * 1e-3);
+        if (e > 0 && r[e] > r[e - 1]) step = std::min(step, r[e] - r[e - 1]);
+      }
     }
   auto pick = [](std::vector<double> v, double q) {
     if (v.empty()) return 0.0;

@@ -284,9 +284,11 @@ struct DecodeTraits {
 };
 
 // Resident blocks per multiprocessor: 3 with the 4-stage ring (about 70 KB of shared memory each), 4 with
-// the 3-stage one (about 54 KB).
+// the 3-stage one (about 54 KB). The kernel's launch bounds and the launcher's wave counts both use it.
+constexpr int decode_blocks_per_sm(int stages) { return stages == 3 ? 4 : 3; }
+
 template <typename T, int kHeadDim, int kGroup, int kStages>
-__global__ void __launch_bounds__(kDecodeThreads, kStages == 3 ? 4 : 3)
+__global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     attention_decode_partition(const AttentionArgs a) {
   pdl_launch_dependents();  // the next kernel may start its own independent loads
   using Tr = DecodeTraits<T, kHeadDim, kGroup, kStages>;
@@ -989,9 +991,10 @@ template <typename T, int kHeadDim, int kGroup>
 void launch_decode_partition(const Context& c, const AttentionArgs& a) {
   const int64_t blocks = int64_t{a.n_kv_heads} * (a.group / kGroup) * a.n_partitions * a.rows;
   int stages = c.attention_stages;
-  if (stages == 0) stages = c.sm_count > 0 && blocks > int64_t{3} * c.sm_count ? 3 : kDecodeStages;
+  if (stages == 0)
+    stages = c.sm_count > 0 && blocks > int64_t{decode_blocks_per_sm(kDecodeStages)} * c.sm_count ? 3 : kDecodeStages;
   AttentionArgs b = a;
-  b.early_kv = a.early_kv && c.sm_count > 0 && blocks <= int64_t{stages == 3 ? 4 : 3} * c.sm_count;
+  b.early_kv = a.early_kv && c.sm_count > 0 && blocks <= int64_t{decode_blocks_per_sm(stages)} * c.sm_count;
   if (stages == 3) launch_decode_partition_stages<T, kHeadDim, kGroup, 3>(c, b);
   else launch_decode_partition_stages<T, kHeadDim, kGroup, kDecodeStages>(c, b);
 }

@@ -214,14 +214,14 @@ size_t matmul_scratch_bytes(int max_rows, int64_t max_k);
 // past 64 KB not taken (tune.cpp), the residual read before the item's rounds.
 inline constexpr int kMatmulDecodeKernelRevision = 6;
 
-// Launch configuration of the decode kernel (rows 1..kMaxDecodeRows) for one (n, k, w dtype) shape.
-// k_warps alone decides the reduction order (32 · k_warps interleaved slices of k, see matmul.cu), so it
-// decides the rounding of every output; the other fields change speed only. Whatever the row count,
-// one shape runs with one configuration, which is what keeps rows bitwise batch-invariant.
 // The decode matmul's trace events (Context::matmul_trace): block start, first rounds issued (before the
 // wait), wait released, x staged (the first FMA may run), first work item stored, block end.
 constexpr int kMatmulTraceEvents = 6;
 
+// Launch configuration of the decode kernel (rows 1..kMaxDecodeRows) for one (n, k, w dtype) shape.
+// k_warps alone decides the reduction order (32 · k_warps interleaved slices of k, see matmul.cu), so it
+// decides the rounding of every output; the other fields change speed only. Whatever the row count,
+// one shape runs with one configuration, which is what keeps rows bitwise batch-invariant.
 struct MatmulDecodeConfig {
   int features_per_lane = 2;  // output features each lane accumulates: 2 or 4
   int rounds_in_flight = 4;   // rounds of w chunks each lane has in flight (its shared-memory ring's depth)

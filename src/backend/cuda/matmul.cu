@@ -1181,7 +1181,6 @@ void matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor
 
 namespace {
 
-// Whether the decode kernel takes these operands with a fused transform of x (decode rows, vector loads).
 // The transform of a fused RMSNorm: rms_norm(x, norm_w, eps, zero_centred) applied as x is staged.
 XInput rms_norm_input(const Tensor& norm_w, float eps, bool zero_centred) {
   XInput xin;
@@ -1192,6 +1191,7 @@ XInput rms_norm_input(const Tensor& norm_w, float eps, bool zero_centred) {
   return xin;
 }
 
+// Whether the decode kernel takes these operands with a fused transform of x (decode rows, vector loads).
 bool decode_fusable(const Tensor& x, const Tensor& w) {
   const int64_t rows = leading_rows(x);
   return rows > 0 && rows <= kMaxDecodeRows && w.rank == 2 && decode_vector_loads_ok(x, w, w.dim(1));
