@@ -11,8 +11,10 @@
 // Greedy tokens come from the device's argmax (one id copied per step, as the engine does for greedy
 // requests); --host-argmax 1 copies the logits every step and takes the argmax on the host instead;
 // --sample draws each token on the host with philox_uniform(1, position) as the engine does for a sampled
-// request: with TOP_K (1..256) from the candidates the device selects (sample_from_candidates), else from
-// copied logits (sample_token).
+// request: with TOP_K 1..256 or without TOP_K from the candidates the device selects (sample_from_candidates;
+// without TOP_K the best 256 and the row's softmax total, the logits copied when the draw reaches past
+// them — dummy weights give flat rows, so top_p 0.95 does at every step; a low temperature makes them
+// peaked, as a trained model's are), else from copied logits (sample_token).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -93,6 +95,7 @@ struct Runner {
   SamplerScratch scratch = {};
   std::vector<float> cand_x = {};
   std::vector<int32_t> cand_ids = {};
+  int64_t logit_draws = 0;  // sampled draws the candidates could not decide (the logits copied after all)
 
   Status forward_last(const Batch& b) {
     if (sampling) {  // as the engine does: candidates selected on the device when top_k allows, else logits
@@ -100,17 +103,21 @@ struct Runner {
       const double u = philox_uniform(1, position);
       if (sampling->device_candidates(Backend::kMaxSelectTopK)) {
         const float temperature = sampling->temperature;
-        const int32_t top_k = sampling->top_k;
+        const int32_t top_k = sampling->top_k > 0 ? sampling->top_k : Backend::kMaxSelectTopK;
         cand_x.resize(kMaxCandidates);
         cand_ids.resize(kMaxCandidates);
         int32_t count = 0, valid = 0;
-        const CandidateOutputs cand{{&temperature, 1}, {&top_k, 1}, cand_x, cand_ids, {&count, 1}, {&valid, 1}};
+        double total = 0;
+        const CandidateOutputs cand{{&temperature, 1}, {&top_k, 1}, cand_x,   cand_ids,
+                                    {&count, 1},       {&valid, 1}, sampling->top_k > 0 ? std::span<double>() : std::span(&total, 1)};
         HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), ForwardOutputs{logits, {}, cand}));
         if (count <= kMaxCandidates) {
           const auto n = static_cast<size_t>(count);
-          next = sample_from_candidates(std::span(cand_x).first(n), std::span(cand_ids).first(n), valid, *sampling, u,
-                                        static_cast<int32_t>(logits.size()), scratch);
-          return Status::ok();
+          const RowCandidates set{std::span(cand_x).first(n), std::span(cand_ids).first(n), valid, top_k, total};
+          next = sample_from_candidates(set, *sampling, u, static_cast<int32_t>(logits.size()), scratch);
+          if (next >= 0) return Status::ok();
+          ++logit_draws;
+          HELIUM_RETURN_IF_ERROR(model.last_logits(0, logits));  // the draw reached past the candidates
         }
       } else {
         HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), logits));
@@ -274,6 +281,7 @@ int run(int argc, char** argv) {
 
   for (int64_t context : contexts) {
     std::vector<double> tps;
+    runner.logit_draws = 0;
     for (int r = 0; r <= runs; ++r) {  // r = 0 warms up
       auto seq = runner.prefill(context);
       if (!seq.is_ok()) {
@@ -298,6 +306,13 @@ int run(int argc, char** argv) {
                 static_cast<long long>(context), d, ceiling, d / ceiling, static_cast<long long>(tokens), runs);
     j["decode"].push_back({{"context", context}, {"tokens", tokens}, {"tok_s", d}, {"runs_tok_s", tps},
                            {"ceiling_tok_s", ceiling}, {"ratio", d / ceiling}});
+    if (sampling && sampling->device_candidates(Backend::kMaxSelectTopK)) {
+      const int64_t draws = (runs + 1) * tokens;  // the warm-up's included
+      std::printf("          draws from the candidates: %lld of %lld (the rest copied the logits)\n",
+                  static_cast<long long>(draws - runner.logit_draws), static_cast<long long>(draws));
+      j["decode"].back()["draws"] = draws;
+      j["decode"].back()["draws_from_logits"] = runner.logit_draws;
+    }
     if (!json_path.empty()) std::ofstream(json_path) << j.dump(1) << "\n";  // partial results survive a timeout
   }
   std::vector<double> prefill_tps;

@@ -228,12 +228,13 @@ class Backend {
   // kMaxSelectTopK), a set of (x = logit / temperature as a float division, id) over the logits > -inf
   // that holds every one ranked among the row's best top_k[r] (x desc, id asc), in any order and
   // possibly more, into x(rows, cap) F32 and ids(rows, cap) I32; count(rows) I32 the set's size (above
-  // cap: the set did not fit, and x and ids hold part of it); valid(rows) I32 the row's logits > -inf.
-  // rows <= 64. The default reads the tensors in place (host memory) and gives exactly the
-  // best top_k.
+  // cap: the set did not fit, and x and ids hold part of it); valid(rows) I32 the row's logits > -inf;
+  // totals(rows) F64, unless empty, the row's softmax total (sample/sampler.h softmax_total, the same
+  // bits), which a draw without top_k needs. rows <= 64. The default reads the tensors in place (host
+  // memory) and gives exactly the best top_k.
   static constexpr int kMaxSelectTopK = 256;
   virtual void select_candidates(const Tensor& logits, const Tensor& temperatures, const Tensor& top_k, Tensor x,
-                                 Tensor ids, Tensor count, Tensor valid);
+                                 Tensor ids, Tensor count, Tensor valid, Tensor totals);
   // x[dst[i]] = x[src[i]] for the rows of x (rows, dim), any dtype; src (n) and dst (n) I32, the dst rows
   // distinct and none of them a src row (moves accepted speculation KV into place).
   virtual void copy_rows(Tensor x, const Tensor& src, const Tensor& dst) = 0;

@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "core/candidate_order.h"
+#include "core/softmax_terms.h"
 
 namespace helium {
 
@@ -74,7 +75,7 @@ void Backend::qk_norm_rope_kv_write(Tensor q, Tensor k, const Tensor& v, const T
 }
 
 void Backend::select_candidates(const Tensor& logits, const Tensor& temperatures, const Tensor& top_k, Tensor x,
-                                Tensor ids, Tensor count, Tensor valid) {
+                                Tensor ids, Tensor count, Tensor valid, Tensor totals) {
   const int64_t rows = logits.rank == 0 ? 0 : logits.numel() / logits.shape[logits.rank - 1];
   const int64_t n = rows == 0 ? 0 : logits.shape[logits.rank - 1];
   const int64_t cap = x.rank == 0 ? 0 : x.shape[x.rank - 1];
@@ -86,6 +87,7 @@ void Backend::select_candidates(const Tensor& logits, const Tensor& temperatures
     for (int64_t i = 0; i < n; ++i)
       if (row[i] > -std::numeric_limits<float>::infinity()) c.emplace_back(row[i] / t, static_cast<int32_t>(i));
     valid.as<int32_t>()[r] = static_cast<int32_t>(c.size());
+    if (totals.data != nullptr) totals.as<double>()[r] = softmax_total(std::span<const float>(row, static_cast<size_t>(n)), t);
     const auto keep = std::min<size_t>(c.size(), static_cast<size_t>(top_k.as<int32_t>()[r]));
     std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(keep), c.end(), ranks_before);
     count.as<int32_t>()[r] = static_cast<int32_t>(keep);

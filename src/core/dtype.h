@@ -9,7 +9,7 @@
 
 namespace helium {
 
-enum class DType : uint8_t { F32, F16, BF16, I32, I64, U8 };
+enum class DType : uint8_t { F32, F16, BF16, I32, I64, U8, F64 };
 
 struct DTypeInfo {
   DType dtype;
@@ -19,7 +19,7 @@ struct DTypeInfo {
 
 inline constexpr DTypeInfo kDTypeTable[] = {
     {DType::F32, "F32", 4}, {DType::F16, "F16", 2}, {DType::BF16, "BF16", 2},
-    {DType::I32, "I32", 4}, {DType::I64, "I64", 8}, {DType::U8, "U8", 1},
+    {DType::I32, "I32", 4}, {DType::I64, "I64", 8}, {DType::U8, "U8", 1}, {DType::F64, "F64", 8},
 };
 
 constexpr const DTypeInfo& dtype_info(DType t) { return kDTypeTable[static_cast<int>(t)]; }

@@ -273,12 +273,7 @@ bool Engine::sample_next(ActiveGeneration& g) {
   g.device_token = -1;
   if (token < 0) {
     const double u = philox_uniform(g.request.sampling.seed, static_cast<uint64_t>(position));
-    if (g.valid_candidates >= 0)
-      token = sample_from_candidates(g.candidate_x, g.candidate_ids, g.valid_candidates, g.request.sampling, u,
-                                     static_cast<int32_t>(model_->info().vocab_size), g.scratch);
-    else
-      token = sample_token(g.logits, g.request.sampling, g.context_tokens, static_cast<size_t>(g.generated), u, g.scratch);
-    g.valid_candidates = -1;
+    token = sample_token(g.logits, g.request.sampling, g.context_tokens, static_cast<size_t>(g.generated), u, g.scratch);
   }
   if (std::find(g.stops.begin(), g.stops.end(), token) != g.stops.end()) {
     g.result.finish_reason = "stop";
@@ -328,8 +323,11 @@ Status Engine::step(std::span<ActiveGeneration* const> generations) {
     return Status::ok();
   }
   step_logits_.resize(running.size() * static_cast<size_t>(vocab));
-  // When every generation samples with top_k on the raw logits, the device selects a small superset of
-  // each row's best top_k and only that comes back (sample_from_candidates draws what sample_token would).
+  // When every generation samples on the raw logits with top_k off or up to Backend::kMaxSelectTopK, the
+  // device selects a small superset of each row's best top_k (or best kMaxSelectTopK, with the row's
+  // softmax total, when top_k is off) and only that comes back; the token is drawn here from it
+  // (sample_from_candidates: what sample_token would draw from the logits), and a draw that reaches past
+  // the selection copies the row's logits after all.
   const bool all_candidates = std::all_of(running.begin(), running.end(), [](const ActiveGeneration* g) {
     return g->request.sampling.device_candidates(Backend::kMaxSelectTopK);
   });
@@ -337,15 +335,19 @@ Status Engine::step(std::span<ActiveGeneration* const> generations) {
     const size_t n = running.size();
     step_temperature_.resize(n);
     step_top_k_.resize(n);
+    bool totals = false;
     for (size_t i = 0; i < n; ++i) {
-      step_temperature_[i] = running[i]->request.sampling.temperature;
-      step_top_k_[i] = running[i]->request.sampling.top_k;
+      const SamplingParams& p = running[i]->request.sampling;
+      step_temperature_[i] = p.temperature;
+      step_top_k_[i] = p.top_k > 0 ? p.top_k : Backend::kMaxSelectTopK;
+      totals |= p.top_k == 0;
     }
     step_x_.resize(n * kMaxCandidates);
     step_ids_.resize(n * kMaxCandidates);
     step_count_.resize(n);
     step_valid_.resize(n);
-    const CandidateOutputs cand{step_temperature_, step_top_k_, step_x_, step_ids_, step_count_, step_valid_};
+    step_total_.resize(totals ? n : 0);
+    const CandidateOutputs cand{step_temperature_, step_top_k_, step_x_, step_ids_, step_count_, step_valid_, step_total_};
     HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), ForwardOutputs{step_logits_, {}, cand}));
     for (size_t i = 0; i < n; ++i) {
       ActiveGeneration& g = *running[i];
@@ -353,10 +355,13 @@ Status Engine::step(std::span<ActiveGeneration* const> generations) {
         std::copy_n(step_logits_.begin() + static_cast<std::ptrdiff_t>(i * vocab), vocab, g.logits.begin());
         continue;
       }
-      const auto from = static_cast<std::ptrdiff_t>(i * kMaxCandidates), count = static_cast<std::ptrdiff_t>(step_count_[i]);
-      g.candidate_x.assign(step_x_.begin() + from, step_x_.begin() + from + count);
-      g.candidate_ids.assign(step_ids_.begin() + from, step_ids_.begin() + from + count);
-      g.valid_candidates = step_valid_[i];
+      const auto from = static_cast<size_t>(i * kMaxCandidates), count = static_cast<size_t>(step_count_[i]);
+      const RowCandidates set{std::span(step_x_).subspan(from, count), std::span(step_ids_).subspan(from, count),
+                              step_valid_[i], step_top_k_[i], totals ? step_total_[i] : 0.0};
+      const auto position = static_cast<uint64_t>(g.request.prompt.size()) + static_cast<uint64_t>(g.generated);
+      const double u = philox_uniform(g.request.sampling.seed, position);
+      g.device_token = sample_from_candidates(set, g.request.sampling, u, static_cast<int32_t>(vocab), g.scratch);
+      if (g.device_token < 0) HELIUM_RETURN_IF_ERROR(model_->last_logits(static_cast<int>(i), g.logits));
     }
     return Status::ok();
   }

@@ -75,13 +75,10 @@ struct ActiveGeneration {
   std::vector<int32_t> context_tokens;  // prompt + output
   std::vector<int32_t> stops;           // stop token ids (eos unless ignored, + the request's)
   std::vector<float> logits;            // (vocab) of the last position run
-  int32_t device_token = -1;            // plain greedy: the argmax the device took of those logits, which
-                                        // then were not copied (-1: sample from `logits`)
-  // Plain top-k sampling: the candidates the device selected from those logits (sample_from_candidates)
-  // and the row's count of logits > -inf; -1: none (sample from `logits`).
-  std::vector<float> candidate_x;
-  std::vector<int32_t> candidate_ids;
-  int64_t valid_candidates = -1;
+  // The next token when it was drawn where the logits are, which then were not copied: the device's
+  // argmax (plain greedy) or the draw from the candidates it selected (plain sampling); -1: sample from
+  // `logits`.
+  int32_t device_token = -1;
   std::unique_ptr<IncrementalDetokenizer> detok;
   std::unique_ptr<StopStrings> stop_strings;
   size_t emitted = 0;                   // bytes of stop_strings->text() handed to on_token
@@ -164,6 +161,7 @@ class Engine {
   // One step whose generations all sample with top_k on raw logits (CandidateOutputs).
   std::vector<float> step_temperature_, step_x_;
   std::vector<int32_t> step_top_k_, step_ids_, step_count_, step_valid_;
+  std::vector<double> step_total_;
 
   Checkpoint checkpoint_;
   std::unique_ptr<Backend> backend_;

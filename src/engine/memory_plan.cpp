@@ -163,7 +163,8 @@ MemoryPlan plan_core(const PlanModel& model, const MemoryPlanOptions& o) {
     attention_scratch = std::min(rows, kMaxDecodeRows) * heads * partitions * (head_dim + 2) * 4;
     matmul_scratch = rows > kMaxDecodeRows ? round_up(rows * max_k * 2, 256) : 0;
     const int64_t argmax_keys = std::max<int64_t>(std::max(rows, kMaxDecodeRows) * 8, 256);
-    const int64_t select_scratch = 2 * kMaxDecodeRows * 256 * 4;  // select_candidates' chunk keys and counts
+    // select_candidates' chunk keys and counts, and its softmax group sums
+    const int64_t select_scratch = 2 * kMaxDecodeRows * 256 * 4 + kMaxDecodeRows * 256 * 8;
     plan.backend_scratch_bytes = attention_scratch + matmul_scratch + kCublasWorkspace + argmax_keys + select_scratch;
   }
 
@@ -295,8 +296,8 @@ int64_t dense_activation_bytes(const ModelShape& s, int64_t rows, int64_t contex
   return rows * per_row_floats * 4                      // x, xn, q, k, v, attn_out, gate, up
          + std::min(rows, kMaxLogitRows) * s.vocab * 4  // logits
          + std::min(rows, kMaxLogitRows) * 4            // the logit rows' argmax
-         // sampling candidates (x, id; model.h kMaxCandidates), temperatures, top_k, counts
-         + std::min(rows, kMaxLogitRows) * (int64_t{kMaxCandidates} * 8 + 16)
+         // sampling candidates (x, id; model.h kMaxCandidates), temperatures, top_k, counts, valid, totals
+         + std::min(rows, kMaxLogitRows) * (int64_t{kMaxCandidates} * 8 + 24)
          + int64_t{rope_dims / 2} * 4                   // RoPE inverse frequencies
          + rows * 4 * 6 + rows * 8  // tokens, positions, slots, rows, prefixes, logit index; tree masks
          + rows * max_pages * 4;    // block tables

@@ -31,6 +31,7 @@ class DenseTransformer final : public Model {
  private:
   // After a forward: the n logit rows' sampling candidates (ForwardOutputs::candidates).
   Status copy_candidates(const CandidateOutputs& cand, int n, std::span<float> logits);
+  Status last_logits(int row, std::span<float> out) override;
   // An activation buffer of (max_rows, cols) of `dtype`, allocated once.
   Result<Tensor> plan(int64_t rows, int64_t cols, DType dtype);
   void attention_block(const DenseLayerWeights& w, const LayerKv& kv, const AttentionLayout& layout, int rows);
@@ -54,7 +55,8 @@ class DenseTransformer final : public Model {
   Tensor argmax_;       // (min(rows, kMaxLogitRows)) I32: each logit row's greedy token
   // Sampling candidates per logit row (CandidateOutputs): x F32 and ids I32 (rows, kMaxCandidates);
   // temperature F32, top_k, count, valid I32 (rows).
-  Tensor cand_x_, cand_ids_, cand_temperature_, cand_top_k_, cand_count_, cand_valid_;
+  Tensor cand_x_, cand_ids_, cand_temperature_, cand_top_k_, cand_count_, cand_valid_, cand_total_;
+  int last_logit_rows_ = 0;  // the logit rows of the last forward (last_logits)
   Tensor inv_freq_;     // (rot_dim / 2)
   // Row metadata, I32.
   Tensor tokens_, positions_, write_slots_, row_table_, prefix_lens_, tree_masks_, logit_index_;
@@ -220,6 +222,7 @@ Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t m
   HELIUM_ASSIGN_OR_RETURN(cand_top_k_, plan(1, logit_rows, DType::I32));
   HELIUM_ASSIGN_OR_RETURN(cand_count_, plan(1, logit_rows, DType::I32));
   HELIUM_ASSIGN_OR_RETURN(cand_valid_, plan(1, logit_rows, DType::I32));
+  HELIUM_ASSIGN_OR_RETURN(cand_total_, plan(1, logit_rows, DType::F64));
   HELIUM_ASSIGN_OR_RETURN(inv_freq_, plan(1, c.rope.rot_dim / 2, DType::F32));
   inv_freq_ = Tensor(inv_freq_.data, DType::F32, {c.rope.rot_dim / 2});
   backend_.copy_to_device(inv_freq_, c.rope.inv_freq.data());
@@ -334,7 +337,7 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
     if (!out.argmax.empty()) return Status::error("a forward returns either argmax ids or sampling candidates");
     if (cand->temperature.size() != n_rows || cand->top_k.size() != n_rows || cand->count.size() != n_rows ||
         cand->valid.size() != n_rows || cand->x.size() != n_rows * kMaxCandidates ||
-        cand->ids.size() != n_rows * kMaxCandidates)
+        cand->ids.size() != n_rows * kMaxCandidates || (!cand->total.empty() && cand->total.size() != n_rows))
       return Status::error("candidate buffers have the wrong size");
     for (size_t r = 0; r < n_rows; ++r)
       if (!(cand->temperature[r] > 0.0f) || cand->top_k[r] < 1 || cand->top_k[r] > Backend::kMaxSelectTopK)
@@ -410,6 +413,7 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
   } else {
     compute();
   }
+  last_logit_rows_ = n;
   if (out.candidates && n > 0) return copy_candidates(*out.candidates, n, out.logits);
   if (n > 0 && !out.logits.empty()) backend_.copy_to_host(out.logits.data(), rows_of(logits_, n));
   if (n > 0 && want_argmax) backend_.copy_to_host(out.argmax.data(), vector_of(argmax_, n));
@@ -425,11 +429,13 @@ Status DenseTransformer::copy_candidates(const CandidateOutputs& cand, int n, st
   const int64_t vocab = config_.vocab_size;
   backend_.copy_to_device(vector_of(cand_temperature_, n), cand.temperature.data());
   backend_.copy_to_device(vector_of(cand_top_k_, n), cand.top_k.data());
+  const bool totals = !cand.total.empty();
   backend_.select_candidates(rows_of(logits_, n), vector_of(cand_temperature_, n), vector_of(cand_top_k_, n),
                              rows_of(cand_x_, n), rows_of(cand_ids_, n), vector_of(cand_count_, n),
-                             vector_of(cand_valid_, n));
+                             vector_of(cand_valid_, n), totals ? vector_of(cand_total_, n) : Tensor());
   backend_.copy_to_host(cand.count.data(), vector_of(cand_count_, n));
   backend_.copy_to_host(cand.valid.data(), vector_of(cand_valid_, n));
+  if (totals) backend_.copy_to_host(cand.total.data(), vector_of(cand_total_, n));
   backend_.copy_to_host(cand.x.data(), rows_of(cand_x_, n));
   backend_.copy_to_host(cand.ids.data(), rows_of(cand_ids_, n));
   backend_.synchronize();
@@ -442,6 +448,17 @@ Status DenseTransformer::copy_candidates(const CandidateOutputs& cand, int n, st
     overflow = true;
   }
   if (overflow) backend_.synchronize();
+  return Status::ok();
+}
+
+Status DenseTransformer::last_logits(int row, std::span<float> out) {
+  const int64_t vocab = config_.vocab_size;
+  if (row < 0 || row >= last_logit_rows_)
+    return Status::error("logit row " + std::to_string(row) + " of a forward that gave " +
+                         std::to_string(last_logit_rows_));
+  if (out.size() != static_cast<size_t>(vocab)) return Status::error("logits buffer has the wrong size");
+  backend_.copy_to_host(out.data(), logits_.rows_from(row).first_rows(1));
+  backend_.synchronize();
   return Status::ok();
 }
 

@@ -94,7 +94,8 @@ struct ModelOptions {
 // ties, what sample_token picks for greedy settings), computed where the logits are, so that greedy
 // decoding copies one id per row instead of a vocabulary of floats.
 // Sampling candidates selected where the logits are (Backend::select_candidates), per logit row: a set
-// holding the row's best top_k candidates (x = logit / temperature, id), for sample_from_candidates.
+// holding the row's best top_k candidates (x = logit / temperature, id), and optionally the row's softmax
+// total, for sample_from_candidates.
 inline constexpr int kMaxCandidates = 2048;  // per row
 struct CandidateOutputs {
   std::span<const float> temperature;  // logit_rows, > 0
@@ -105,6 +106,7 @@ struct CandidateOutputs {
   // ForwardOutputs::logits instead (which must then be given).
   std::span<int32_t> count;
   std::span<int32_t> valid;  // logit_rows: the row's logits > -inf
+  std::span<double> total;   // logit_rows: the row's softmax_total (core/softmax_terms.h), or empty
 };
 
 struct ForwardOutputs {
@@ -126,6 +128,9 @@ class Model {
   Status forward(const Batch& batch, std::span<const LayerKv> kv, std::span<float> logits) {
     return forward(batch, kv, ForwardOutputs{logits, {}});
   }
+  // The logits of logit row `row` of the last forward (vocab_size floats into `out`, host memory), for a
+  // draw its candidates could not decide; they stay where they were computed until the next forward.
+  virtual Status last_logits(int row, std::span<float> out) = 0;
 };
 
 // Builds the model of checkpoint.model_type on `backend` (weights imported, activations planned).

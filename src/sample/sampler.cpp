@@ -1,6 +1,6 @@
 #include "sample/sampler.h"
 
-#include "sample/softmax_terms.h"
+#include "core/softmax_terms.h"
 #include "core/candidate_order.h"
 
 #include <algorithm>
@@ -56,26 +56,12 @@ void sort_candidates(std::vector<Candidate>& c, std::vector<Candidate>& tmp) {
   }
 }
 
-// Each candidate's softmax term exp_det(x - x_max) into term_of_id[id]. exp_det is fused multiply-adds
-// only: compiled for FMA hardware where the CPU has it (x86-64 builds do not assume it; without it each fma
-// is a libm call, 7x slower), the same correctly rounded operations either way, so both give the same bits.
-void softmax_terms_generic(std::span<const Candidate> c, float x_max, double* term_of_id) {
-  for (const Candidate& e : c) term_of_id[e.second] = exp_det(static_cast<double>(e.first) - x_max);
-}
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("fma"))) void softmax_terms_fma(std::span<const Candidate> c, float x_max, double* term_of_id) {
-  for (const Candidate& e : c) term_of_id[e.second] = exp_det(static_cast<double>(e.first) - x_max);
-}
+// Each candidate's softmax term exp_det(x - x_max) into term_of_id[id].
 void softmax_terms(std::span<const Candidate> c, float x_max, double* term_of_id) {
-  static const bool fma = __builtin_cpu_supports("fma");
-  if (fma) softmax_terms_fma(c, x_max, term_of_id);
-  else softmax_terms_generic(c, x_max, term_of_id);
+  with_fma([&]() __attribute__((always_inline)) {
+    for (const Candidate& e : c) term_of_id[e.second] = exp_det(static_cast<double>(e.first) - x_max);
+  });
 }
-#else
-void softmax_terms(std::span<const Candidate> c, float x_max, double* term_of_id) {
-  softmax_terms_generic(c, x_max, term_of_id);
-}
-#endif
 
 // The terms of the first n of the ranked candidates `r` summed in the total's tree (their ids sorted into
 // `ids`, scratch).
@@ -146,16 +132,32 @@ int32_t draw_ranked(std::span<const Candidate> c, const SamplingParams& p, doubl
 
 }  // namespace
 
-int32_t sample_from_candidates(std::span<const float> x, std::span<const int32_t> ids, int64_t valid,
-                               const SamplingParams& p, double u, int32_t vocab_size, SamplerScratch& s) {
+int32_t sample_from_candidates(const RowCandidates& set, const SamplingParams& p, double u, int32_t vocab_size,
+                               SamplerScratch& s) {
   auto& c = s.candidates;
-  c.resize(std::min(x.size(), ids.size()));
-  for (size_t i = 0; i < c.size(); ++i) c[i] = {x[i], ids[i]};
-  if (c.empty() || valid <= 0) return 0;
-  const int64_t kept = std::min<int64_t>({p.top_k, valid, static_cast<int64_t>(c.size())});
-  std::partial_sort(c.begin(), c.begin() + kept, c.end(), ranks_before);
-  c.resize(static_cast<size_t>(kept));
-  return draw_ranked(c, p, u, s, vocab_size);
+  c.resize(std::min(set.x.size(), set.ids.size()));
+  for (size_t i = 0; i < c.size(); ++i) c[i] = {set.x[i], set.ids[i]};
+  if (c.empty() || set.valid <= 0) return 0;
+  const int64_t size = static_cast<int64_t>(c.size());
+  if (p.top_k > 0 && p.top_k <= set.best) {  // the kept candidates are all in the set
+    const int64_t kept = std::min<int64_t>({p.top_k, set.valid, size});
+    std::partial_sort(c.begin(), c.begin() + kept, c.end(), ranks_before);
+    c.resize(static_cast<size_t>(kept));
+    return draw_ranked(c, p, u, s, vocab_size);
+  }
+  if (p.top_k > 0 && p.top_k < set.valid) return -1;  // top_k reaches past the set's best
+  // The whole row is kept: its best `ranked` candidates, ranked, and the row's total decide the draw as
+  // far as they reach (the ranking and the terms are sample_token's; the total is the row's).
+  const int64_t ranked = std::min<int64_t>({set.best, set.valid, size});
+  std::partial_sort(c.begin(), c.begin() + ranked, c.end(), ranks_before);
+  c.resize(static_cast<size_t>(ranked));
+  const float x_max = c[0].first;
+  if (x_max == std::numeric_limits<float>::infinity()) return c[0].second;  // the lowest id at +inf
+  s.term_of_id.resize(static_cast<size_t>(vocab_size));
+  double* term_of_id = s.term_of_id.data();
+  softmax_terms(c, x_max, term_of_id);
+  return draw_from_prefix(c, set.valid, term_of_id, set.total, p, u,
+                          [&](int64_t n) { return tree_sum_of_first(c, n, term_of_id, s.ids); });
 }
 
 int32_t sample_token(std::span<const float> row, const SamplingParams& p, std::span<const int32_t> context,

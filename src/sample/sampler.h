@@ -31,9 +31,11 @@ struct SamplingParams {
   // Greedy on the raw logits (no penalty or bias changes them): the token is their argmax, lowest id on
   // ties, which a backend can take where the logits are (Backend::argmax_rows).
   bool plain_greedy() const { return greedy() && plain(); }
-  // Sampling with top_k on the raw logits: the token depends only on the row's best top_k candidates,
-  // which a backend can select where the logits are (sample_from_candidates).
-  bool device_candidates(int max_top_k) const { return !greedy() && top_k > 0 && top_k <= max_top_k && plain(); }
+  // Sampling on the raw logits with top_k off or at most max_top_k: a backend can select the row's best
+  // candidates where the logits are, and with top_k the token depends on nothing else; without it the
+  // draw also needs the row's softmax total, and a draw that reaches past the best max_top_k needs the
+  // logits after all (sample_from_candidates returns -1).
+  bool device_candidates(int max_top_k) const { return !greedy() && top_k <= max_top_k && plain(); }
   // No penalty or bias changes the logits.
   bool plain() const {
     return repetition_penalty == 1.0f && presence_penalty == 0.0f && frequency_penalty == 0.0f && logit_bias.empty();
@@ -56,20 +58,28 @@ struct SamplerScratch {
 // Picks the token for one logits row. `context` is the prompt followed by the output so far; the last
 // `output_len` of it are output tokens. `u` in [0, 1) selects from the final distribution by inverse
 // CDF over candidates ordered by (probability desc, id asc); the softmax is the one sampler.cpp defines
-// (version 2: exp_det terms, their total in softmax_terms.h's tree). Greedy: the highest logit, lowest id
+// (version 2: exp_det terms, their total in core/softmax_terms.h's tree). Greedy: the highest logit, lowest id
 // on ties.
 int32_t sample_token(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> context,
                      size_t output_len, double u, SamplerScratch& scratch);
 
-// sample_token for a row whose logits are not at hand, from a set of its candidates — x[i] = logit /
-// temperature of token ids[i], x and ids of one size — that holds every candidate ranked among the row's
-// best top_k (in the candidate order, x desc then id asc), in any order, possibly more (the arrays
-// Backend::select_candidates writes); `valid` is the row's number of logits > -inf.
-// For settings with top_k > 0, not greedy, and no penalty or bias (SamplingParams::device_candidates):
-// then it returns what sample_token returns on the whole row with the same u (a device selects the
-// candidates where the logits are: Backend::select_candidates).
-int32_t sample_from_candidates(std::span<const float> x, std::span<const int32_t> ids, int64_t valid,
-                               const SamplingParams& params, double u, int32_t vocab_size, SamplerScratch& scratch);
+// A set of one row's sampling candidates, selected where its logits are (Backend::select_candidates):
+// x[i] = logit / temperature of token ids[i] (x and ids of one size), every candidate ranked among the
+// row's best `best` (in the candidate order, x desc then id asc) in it, in any order, possibly more.
+struct RowCandidates {
+  std::span<const float> x;
+  std::span<const int32_t> ids;
+  int64_t valid = 0;  // the row's number of logits > -inf
+  int64_t best = 0;
+  double total = 0;   // the row's softmax_total (core/softmax_terms.h); needed unless top_k <= best
+};
+
+// sample_token for a row whose logits are not at hand, from its candidates, for settings that pass
+// SamplingParams::device_candidates(set.best): the token sample_token returns on the whole row with the
+// same u, or -1 when the draw needs candidates ranked past the set's best (top_k off and a top_p set, a
+// min_p run or u's place in the distribution beyond them): then sample_token on the logits decides.
+int32_t sample_from_candidates(const RowCandidates& set, const SamplingParams& params, double u, int32_t vocab_size,
+                               SamplerScratch& scratch);
 
 // Finds stop strings in streamed text. feed() appends text and returns how many bytes of the text so far
 // are safe to emit (they cannot become part of a stop string); once a stop string is found, stopped()

@@ -1,6 +1,7 @@
-// Sampled decoding takes one of two paths: a request that samples with top_k on the raw logits gets its
-// candidates selected by the backend (Backend::select_candidates; sample_from_candidates), any other
-// copies the logits (sample_token). Both must write the same tokens for the same seed.
+// Sampled decoding takes one of two paths: a request that samples on the raw logits with top_k off or up
+// to 256 gets its candidates selected by the backend (Backend::select_candidates; sample_from_candidates;
+// without top_k the best 256 and the row's softmax total, the logits copied when a draw reaches past
+// them), any other copies the logits (sample_token). Both must write the same tokens for the same seed.
 #include <gtest/gtest.h>
 
 #include "engine_fixture.h"
@@ -19,8 +20,11 @@ TEST(SamplingPaths, DeviceCandidatesWriteWhatTheLogitsWrite) {
     int top_k;
     float top_p, min_p;
   };
+  // Without top_k: top_p alone (what most agents send), plain temperature, min_p, and a temperature high
+  // enough that draws reach past the best 256 (the logits copied after all).
   for (const Setting s : {Setting{0.7f, 20, 0.95f, 0.0f}, Setting{1.0f, 5, 1.0f, 0.0f}, Setting{1.5f, 256, 0.9f, 0.05f},
-                          Setting{0.3f, 2, 1.0f, 0.0f}}) {
+                          Setting{0.3f, 2, 1.0f, 0.0f}, Setting{0.7f, 0, 0.95f, 0.0f}, Setting{1.0f, 0, 1.0f, 0.0f},
+                          Setting{1.0f, 0, 1.0f, 0.1f}, Setting{4.0f, 0, 0.99f, 0.0f}}) {
     for (uint64_t seed : {uint64_t{1}, uint64_t{99}}) {
       GenerationRequest candidates = greedy_request(*engine, "def quicksort(items):\n", 40);
       candidates.sampling.temperature = s.temperature;

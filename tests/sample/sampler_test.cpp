@@ -1,6 +1,6 @@
 #include "core/candidate_order.h"
 #include "sample/sampler.h"
-#include "sample/softmax_terms.h"
+#include "core/softmax_terms.h"
 
 #include <gtest/gtest.h>
 
@@ -274,13 +274,100 @@ TEST(Sampler, FromCandidatesIsSampleTokenOnTheWholeRow) {
       int64_t valid = 0;
       const auto superset = candidate_superset(logits, p, std::uniform_int_distribution<int>(0, 40)(rng), rng, valid);
       const int32_t want = sample_token(logits, p, {}, 0, u, a);
-      EXPECT_EQ(sample_from_candidates(superset.x, superset.ids, valid, p, u, vocab, b), want)
+      const RowCandidates set{superset.x, superset.ids, valid, p.top_k, std::nan("")};  // no total needed
+      EXPECT_EQ(sample_from_candidates(set, p, u, vocab, b), want)
           << "vocab " << vocab << " kind " << kind << " T " << p.temperature << " top_k " << p.top_k << " top_p "
           << p.top_p << " min_p " << p.min_p << " u " << u;
       ++checked;
     }
   }
   EXPECT_EQ(checked, 1500);
+}
+
+// softmax_total is the definition's total: exp_det terms of x = logit / T against the row's largest x,
+// summed in the tree over the valid ids (written out here with TreeSum directly).
+TEST(Sampler, SoftmaxTotalIsTheTreeSumOfTheTerms) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int vocab = trial % 8 == 0 ? 151936 : std::uniform_int_distribution<int>(1, 9000)(rng);
+    std::vector<float> logits(static_cast<size_t>(vocab));
+    std::normal_distribution<float> normal(0.0f, std::array<float, 4>{0.5f, 3.0f, 30.0f, 300.0f}[trial % 4]);
+    for (float& x : logits) {
+      x = normal(rng);
+      if (trial % 3 == 1 && std::uniform_int_distribution<int>(0, 9)(rng) == 0) x = -INFINITY;
+      if (trial % 5 == 2 && std::uniform_int_distribution<int>(0, 99)(rng) == 0) x = std::nanf("");
+    }
+    const float t = std::array<float, 3>{0.3f, 1.0f, 1.7f}[trial % 3];
+    float x_max = -INFINITY;
+    for (float l : logits)
+      if (l > -INFINITY) x_max = std::max(x_max, l / t);
+    TreeSum want;
+    for (int id = 0; id < vocab; ++id)
+      if (logits[static_cast<size_t>(id)] > -INFINITY)
+        want.add(id, exp_det(static_cast<double>(logits[static_cast<size_t>(id)] / t) - x_max));
+    EXPECT_EQ(softmax_total(logits, t), want.total()) << "trial " << trial;
+  }
+  EXPECT_EQ(softmax_total(std::vector<float>(10, -INFINITY), 1.0f), 0.0);
+}
+
+// Without top_k, sample_from_candidates on a superset of the row's best 256 and the row's total gives
+// sample_token's token or -1 (the draw reaches past them) — never another token; peaked rows (what a
+// trained model writes) decide from the set (for u up to 0.999: u within 1e-10 of 1 reaches the tail),
+// flat ones with top_p 0.95 cannot.
+TEST(Sampler, FromTheBestCandidatesAndTheTotalWithoutTopK) {
+  std::mt19937 rng(9);
+  int checked = 0, decided = 0, peaked = 0, peaked_decided = 0;
+  for (int trial = 0; trial < 240; ++trial) {
+    const int vocab = trial % 40 == 0 ? 151936 : std::uniform_int_distribution<int>(1, 4000)(rng);
+    std::vector<float> logits(static_cast<size_t>(vocab));
+    const int kind = trial % 6;
+    std::normal_distribution<float> normal(0.0f, std::array<float, 3>{0.5f, 3.0f, 20.0f}[trial % 3]);
+    for (float& x : logits) {
+      x = normal(rng);
+      if (kind == 1) x = std::round(x);
+      if (kind == 2 && std::uniform_int_distribution<int>(0, 9)(rng) == 0) x = -INFINITY;
+      if (kind == 3 && std::uniform_int_distribution<int>(0, 99)(rng) != 0) x = -INFINITY;  // few valid tokens
+    }
+    if (kind == 4) logits[static_cast<size_t>(std::uniform_int_distribution<int>(0, vocab - 1)(rng))] = 1e30f;
+    if (kind == 5)  // peaked: a few tokens far above the rest
+      for (int i = 0; i < 5; ++i) logits[static_cast<size_t>(std::uniform_int_distribution<int>(0, vocab - 1)(rng))] += 25.0f;
+    SamplingParams p;
+    p.temperature = std::array<float, 3>{0.3f, 0.7f, 1.3f}[(trial / 6) % 3];
+    p.top_k = (trial / 18) % 4 == 3 ? 100000 : 0;  // top_k past the set: kept only when it covers the row
+    p.top_p = std::array<float, 3>{1.0f, 0.95f, 0.5f}[(trial / 5) % 3];
+    p.min_p = std::array<float, 2>{0.0f, 0.05f}[(trial / 7) % 2];
+    SamplerScratch a, b;
+    const int64_t best = 256;
+    for (double u : {0.0, 0.3, 0.77, 0.999, 1.0 - 0x1.0p-53}) {
+      SamplingParams q = p;
+      q.top_k = best;  // candidate_superset's size
+      int64_t valid = 0;
+      const auto superset = candidate_superset(logits, q, std::uniform_int_distribution<int>(0, 40)(rng), rng, valid);
+      const RowCandidates set{superset.x, superset.ids, valid, best, softmax_total(logits, p.temperature)};
+      const int32_t want = sample_token(logits, p, {}, 0, u, a);
+      const int32_t got = sample_from_candidates(set, p, u, vocab, b);
+      if (got >= 0) {
+        EXPECT_EQ(got, want) << "vocab " << vocab << " kind " << kind << " T " << p.temperature << " top_p " << p.top_p
+                             << " min_p " << p.min_p << " u " << u;
+      }
+      if (valid <= best) {
+        EXPECT_GE(got, 0) << "every candidate is in the set";
+      }
+      if (p.top_k > 0 && p.top_k < valid) {
+        EXPECT_EQ(got, -1) << "top_k past the set's best";
+      }
+      ++checked;
+      decided += got >= 0;
+      if (kind == 5 && trial % 3 != 2 && p.top_k == 0 && p.temperature < 1.0f && u <= 0.999) {
+        ++peaked;
+        peaked_decided += got >= 0;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 1200);
+  EXPECT_EQ(peaked_decided, peaked);
+  EXPECT_GT(decided, checked / 2);
+  EXPECT_LT(decided, checked);  // some draws reach past the best 256 (flat rows)
 }
 
 TEST(StopStrings, MatchAcrossPiecesAndHoldBackPrefixes) {

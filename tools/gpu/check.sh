@@ -75,9 +75,11 @@ run bench_decode 240 "$BIN/helium_bench_decode" --device cuda --config bench/con
 # The configurations the start-up tuner chose for it (a fresh machine tunes in its first decode run).
 print_tuned >>"$LOG" 2>&1
 # Sampled decode as the engine runs it, with a coding agent's settings: temperature 0.7 and top_p 0.95
-# (logits copied each step, the token drawn on the host), then also top_k 20 (candidates selected on the
-# device, drawn on the host).
+# (the best 256 candidates and the row's softmax total from the device, drawn on the host; the dummy
+# weights' rows are flat, so every draw reaches past the 256 and copies the logits too), the same at
+# temperature 0.05 (peaked rows, as a trained model writes: drawn from the candidates), then with top_k 20.
 run bench_decode_sampled 90 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --tokens 256 --runs 1 --prefill 0 --sample 0.7,0.95
+run bench_decode_sampled_peaked 90 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --tokens 256 --runs 1 --prefill 0 --sample 0.05,0.95
 run bench_decode_sampled_topk 90 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --tokens 256 --runs 1 --prefill 0 --sample 0.7,0.95,20
 # CHECK_LEAN=1 leaves out the comparisons, the profile and the matmul benchmark; CHECK_QUICK=1 the op
 # benchmarks (2 min).

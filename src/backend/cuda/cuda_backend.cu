@@ -187,6 +187,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_ASSIGN_OR_RETURN(void* select, reserve(sizeof(int32_t) * 2 * kMaxDecodeRows * cuda::kSelectChunks,
                                                 "candidate selection"));
   m.ctx.select_scratch = static_cast<int32_t*>(select);
+  HELIUM_ASSIGN_OR_RETURN(void* sums, reserve(sizeof(double) * kMaxDecodeRows * cuda::kSelectSumGroups,
+                                              "candidate selection sums"));
+  m.ctx.select_sums = static_cast<double*>(sums);
   m.ctx.matmul_scratch_bytes = cuda::matmul_scratch_bytes(o.max_rows, o.max_k);
   if (m.ctx.matmul_scratch_bytes > 0) {
     HELIUM_ASSIGN_OR_RETURN(m.ctx.matmul_scratch, reserve(m.ctx.matmul_scratch_bytes, "matmul scratch"));
@@ -372,8 +375,8 @@ void CudaBackend::gather_rows(const Tensor& x, const Tensor& index, Tensor out) 
 }
 void CudaBackend::argmax_rows(const Tensor& x, Tensor out) { cuda::argmax_rows(impl_->ctx, x, out); }
 void CudaBackend::select_candidates(const Tensor& logits, const Tensor& temperatures, const Tensor& top_k, Tensor x,
-                                    Tensor ids, Tensor count, Tensor valid) {
-  cuda::select_candidates(impl_->ctx, logits, temperatures, top_k, x, ids, count, valid);
+                                    Tensor ids, Tensor count, Tensor valid, Tensor totals) {
+  cuda::select_candidates(impl_->ctx, logits, temperatures, top_k, x, ids, count, valid, totals);
 }
 void CudaBackend::copy_rows(Tensor x, const Tensor& src, const Tensor& dst) { cuda::copy_rows(impl_->ctx, x, src, dst); }
 void CudaBackend::fill_random(Tensor t, uint64_t seed, float offset, float scale) {

@@ -97,7 +97,7 @@ class CudaBackend final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& index, Tensor out) override;
   void argmax_rows(const Tensor& x, Tensor out) override;
   void select_candidates(const Tensor& logits, const Tensor& temperatures, const Tensor& top_k, Tensor x, Tensor ids,
-                         Tensor count, Tensor valid) override;
+                         Tensor count, Tensor valid, Tensor totals) override;
   void copy_rows(Tensor x, const Tensor& src, const Tensor& dst) override;
 
   void fill_random(Tensor t, uint64_t seed, float offset, float scale) override;

@@ -44,6 +44,10 @@ struct MatmulDecodeTable;  // matmul.cu's tuned decode configurations (below)
 // select_candidates cuts a row into this many chunks (top_k up to Backend::kMaxSelectTopK needs as many).
 inline constexpr int kSelectChunks = 256;
 static_assert(kSelectChunks >= Backend::kMaxSelectTopK);
+// select_candidates' softmax totals: a row's terms summed per group of kSelectSumIds ids (the second level
+// of core/softmax_terms.h's tree), at most kSelectSumGroups groups a row.
+inline constexpr int kSelectSumIds = 4096;
+inline constexpr int kSelectSumGroups = 256;
 
 // Everything a launcher may use; owned by CudaBackend and reserved at creation.
 struct Context {
@@ -56,6 +60,7 @@ struct Context {
   void* matmul_scratch = nullptr;  // e.g. bf16 copies of activations for large-M GEMMs
   unsigned long long* argmax_keys = nullptr;  // argmax_rows' per-row keys
   int32_t* select_scratch = nullptr;  // select_candidates' chunk keys and counts: 2 · kMaxDecodeRows · kSelectChunks
+  double* select_sums = nullptr;      // select_candidates' group sums: kMaxDecodeRows · kSelectSumGroups
   int argmax_capacity = 0;                    // rows argmax_keys holds
   size_t matmul_scratch_bytes = 0;
   const MatmulDecodeTable* matmul_decode_table = nullptr;  // tuned decode configs; null: defaults
@@ -183,7 +188,7 @@ void add(const Context& c, const Tensor& a, const Tensor& b, const Tensor& out);
 void gather_rows(const Context& c, const Tensor& x, const Tensor& index, const Tensor& out);
 void argmax_rows(const Context& c, const Tensor& x, const Tensor& out);
 void select_candidates(const Context& c, const Tensor& logits, const Tensor& temperatures, const Tensor& top_k,
-                       const Tensor& x, const Tensor& ids, const Tensor& count, const Tensor& valid);
+                       const Tensor& x, const Tensor& ids, const Tensor& count, const Tensor& valid, const Tensor& totals);
 void copy_rows(const Context& c, const Tensor& x, const Tensor& src, const Tensor& dst);
 void fill_random(const Context& c, const Tensor& t, uint64_t seed, float offset, float scale);
 

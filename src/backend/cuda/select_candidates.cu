@@ -9,8 +9,15 @@
 // sampler ranks them). With fewer than top_k chunks holding a candidate, every candidate is taken. On
 // smooth rows the set is a little larger than top_k (Gaussian logits over 152K ids, top_k 20: a few
 // dozen); a row of many equal values may overflow the caller's capacity, which count reports.
+//
+// The softmax total (core/softmax_terms.h, the bits of softmax_total on the host), when asked for: x_max
+// is the largest chunk key; pass 3 gives each group of kSelectSumIds ids a block, which computes the
+// group's exp_det terms (0 for the logits that are not candidates: adding +0 to a sum of terms >= 0
+// changes no bit, so the dense walk is the tree's sparse one) and adds them as the tree does — each run of
+// 64 ids in increasing id from +0, then the runs' sums in order; pass 4 adds the groups' sums in order.
 #include "backend/cuda/cuda_backend.h"  // kMaxDecodeRows
 #include "backend/cuda/cuda_ops.cuh"
+#include "core/softmax_terms.h"
 
 namespace helium::cuda {
 namespace {
@@ -37,7 +44,15 @@ struct SelectArgs {
   int32_t* valid;
   uint32_t* chunk_key;     // (rows, kSelectChunks)
   int32_t* chunk_valid;    // (rows, kSelectChunks)
+  double* group_sum;       // (rows, kSelectSumGroups)
+  double* totals;          // (rows), or null
 };
+
+// ascending_key's inverse; key 0 ("none") gives -inf.
+__device__ __forceinline__ float key_value(uint32_t key) {
+  if (key == 0) return -INFINITY;
+  return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+}
 
 __device__ __forceinline__ uint32_t block_max_u32(uint32_t v, uint32_t* red) {
   for (int o = 16; o >= 1; o /= 2) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -122,10 +137,57 @@ __global__ void __launch_bounds__(kSelectThreads) select_collect(const SelectArg
   }
 }
 
+// grid (groups, rows): group g's sum of the terms of ids [g · kSelectSumIds, (g + 1) · kSelectSumIds).
+__global__ void __launch_bounds__(kSelectThreads) select_group_sums(const SelectArgs a) {
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+  pdl_launch_dependents();
+  constexpr int kRun = 1 << kSumGroupShift, kRuns = kSelectSumIds / kRun, kPad = kRun + 1;  // padded: no bank conflicts
+  static_assert(kSelectSumIds == kRun * kRun, "a group is the tree's second level");
+  __shared__ uint32_t red[kSelectThreads / 32];
+  __shared__ double s_term[kRuns * kPad];
+  __shared__ double s_run[kRuns];
+  const int64_t row = blockIdx.y;
+  const float x_max = key_value(block_max_u32(a.chunk_key[row * kSelectChunks + threadIdx.x], red));
+  const float* logits = a.logits + row * a.n;
+  const float t = a.temperatures[row];
+  const int64_t begin = int64_t{blockIdx.x} * kSelectSumIds;
+  for (int i = threadIdx.x; i < kSelectSumIds; i += kSelectThreads) {
+    double term = 0.0;
+    if (begin + i < a.n) {
+      const float l = logits[begin + i];
+      if (l > -INFINITY) term = exp_det(static_cast<double>(__fdiv_rn(l, t)) - static_cast<double>(x_max));
+    }
+    s_term[(i / kRun) * kPad + i % kRun] = term;
+  }
+  __syncthreads();
+  if (threadIdx.x < kRuns) {
+    double sum = 0.0;
+    for (int i = 0; i < kRun; ++i) sum = __dadd_rn(sum, s_term[threadIdx.x * kPad + i]);
+    s_run[threadIdx.x] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double sum = 0.0;
+    for (int r = 0; r < kRuns; ++r) sum = __dadd_rn(sum, s_run[r]);
+    a.group_sum[row * kSelectSumGroups + blockIdx.x] = sum;
+  }
+}
+
+// grid (rows): the row's total, its group sums added in order.
+__global__ void select_total(const SelectArgs a, int groups) {
+  pdl_wait();
+  pdl_launch_dependents();
+  if (threadIdx.x != 0) return;
+  const int64_t row = blockIdx.x;
+  double sum = 0.0;
+  for (int g = 0; g < groups; ++g) sum = __dadd_rn(sum, a.group_sum[row * kSelectSumGroups + g]);
+  a.totals[row] = sum;
+}
+
 }  // namespace
 
 void select_candidates(const Context& c, const Tensor& logits, const Tensor& temperatures, const Tensor& top_k,
-                       const Tensor& x, const Tensor& ids, const Tensor& count, const Tensor& valid) {
+                       const Tensor& x, const Tensor& ids, const Tensor& count, const Tensor& valid, const Tensor& totals) {
   const char* op = "select_candidates";
   HELIUM_CUDA_REQUIRE(op, logits.dtype == DType::F32 && temperatures.dtype == DType::F32 && top_k.dtype == DType::I32);
   HELIUM_CUDA_REQUIRE(op, x.dtype == DType::F32 && ids.dtype == DType::I32 && count.dtype == DType::I32 &&
@@ -135,6 +197,10 @@ void select_candidates(const Context& c, const Tensor& logits, const Tensor& tem
   HELIUM_CUDA_REQUIRE(op, temperatures.numel() == rows && top_k.numel() == rows && count.numel() == rows &&
                               valid.numel() == rows && rows_of(x) == rows && rows_of(ids) == rows && cols_of(ids) == cap);
   HELIUM_CUDA_REQUIRE(op, n < (int64_t{1} << 31));
+  const bool want_totals = totals.data != nullptr;
+  const int64_t groups = (n + kSelectSumIds - 1) / kSelectSumIds;
+  HELIUM_CUDA_REQUIRE(op, !want_totals || (totals.dtype == DType::F64 && totals.numel() == rows &&
+                                           groups <= kSelectSumGroups && c.select_sums != nullptr));
   if (rows == 0) return;
   SelectArgs a{};
   a.logits = logits.as<float>();
@@ -149,10 +215,20 @@ void select_candidates(const Context& c, const Tensor& logits, const Tensor& tem
   a.valid = valid.as<int32_t>();
   a.chunk_key = reinterpret_cast<uint32_t*>(c.select_scratch);
   a.chunk_valid = c.select_scratch + kMaxDecodeRows * kSelectChunks;
+  a.group_sum = c.select_sums;
+  a.totals = want_totals ? totals.as<double>() : nullptr;
   const dim3 grid(kSelectChunks, static_cast<unsigned>(rows));
   launch(c, select_chunk_max, grid, kSelectThreads, 0, a);
   HELIUM_CUDA_CHECK(cudaGetLastError());
   launch(c, select_collect, grid, kSelectThreads, 0, a);
+  HELIUM_CUDA_CHECK(cudaGetLastError());
+  if (!want_totals || n == 0) {
+    if (want_totals) HELIUM_CUDA_CHECK(cudaMemsetAsync(a.totals, 0, sizeof(double) * rows, c.stream));
+    return;
+  }
+  launch(c, select_group_sums, dim3(static_cast<unsigned>(groups), static_cast<unsigned>(rows)), kSelectThreads, 0, a);
+  HELIUM_CUDA_CHECK(cudaGetLastError());
+  launch(c, select_total, dim3(static_cast<unsigned>(rows)), 32, 0, a, static_cast<int>(groups));
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.cuh"
 #include "core/dtype.h"
+#include "core/softmax_terms.h"
 #include "sample/sampler.h"
 
 namespace helium::test {
@@ -275,7 +276,7 @@ TEST_F(CudaFusedTest, SelectCandidatesHoldsTheBestTopK) {
   std::mt19937 rng(47);
   const int64_t cap = 2048;
   for (int64_t n : {int64_t{151936}, int64_t{1000}, int64_t{7}}) {
-    const int64_t rows = 7;
+    const int64_t rows = 8;
     std::vector<float> x(static_cast<size_t>(rows * n));
     std::normal_distribution<float> normal(0.0f, 3.0f);
     for (int64_t r = 0; r < rows; ++r)
@@ -288,22 +289,25 @@ TEST_F(CudaFusedTest, SelectCandidatesHoldsTheBestTopK) {
         if (r == 4 && i % 97 != 5) v = -INFINITY;  // few valid ids
         if (r == 5 && i == n / 2) v = 80.0f;
         if (r == 6) v = 1.5f;                      // all equal: overflows a large row
+        if (r == 7) v *= 150.0f;                   // terms down to 0 through the subnormals
       }
-    const std::vector<float> temps = {0.7f, 1.0f, 0.3f, 1.3f, 0.9f, 0.5f, 1.0f};
-    const std::vector<int32_t> ks = {20, 1, 256, 64, 40, 5, 20};
+    const std::vector<float> temps = {0.7f, 1.0f, 0.3f, 1.3f, 0.9f, 0.5f, 1.0f, 0.8f};
+    const std::vector<int32_t> ks = {20, 1, 256, 64, 40, 5, 20, 256};
     const Tensor logits = upload(x, DType::F32, {rows, n});
     const Tensor t = upload(temps, DType::F32, {rows});
     const Tensor k = zeros({rows}, DType::I32);
     backend_->copy_to_device(k, ks.data());
     const Tensor ox = zeros({rows, cap}), oid = zeros({rows, cap}, DType::I32), count = zeros({rows}, DType::I32),
-                 valid = zeros({rows}, DType::I32);
-    backend_->select_candidates(logits, t, k, ox, oid, count, valid);
+                 valid = zeros({rows}, DType::I32), totals = zeros({rows}, DType::F64);
+    backend_->select_candidates(logits, t, k, ox, oid, count, valid, totals);
     std::vector<float> gx(static_cast<size_t>(rows * cap));
     std::vector<int32_t> gid(static_cast<size_t>(rows * cap)), gcount(static_cast<size_t>(rows)), gvalid(static_cast<size_t>(rows));
     backend_->copy_to_host(gx.data(), ox);
     backend_->copy_to_host(gid.data(), oid);
     backend_->copy_to_host(gcount.data(), count);
     backend_->copy_to_host(gvalid.data(), valid);
+    std::vector<double> gtotal(static_cast<size_t>(rows));
+    backend_->copy_to_host(gtotal.data(), totals);
     backend_->synchronize();
     // The CPU backend's exact best top_k (the Backend default).
     CpuBackend cpu(2);
@@ -312,10 +316,14 @@ TEST_F(CudaFusedTest, SelectCandidatesHoldsTheBestTopK) {
     cpu.select_candidates(Tensor(x.data(), DType::F32, {rows, n}), Tensor(const_cast<float*>(temps.data()), DType::F32, {rows}),
                           Tensor(const_cast<int32_t*>(ks.data()), DType::I32, {rows}), Tensor(cx.data(), DType::F32, {rows, 256}),
                           Tensor(cid.data(), DType::I32, {rows, 256}), Tensor(ccount.data(), DType::I32, {rows}),
-                          Tensor(cvalid.data(), DType::I32, {rows}));
+                          Tensor(cvalid.data(), DType::I32, {rows}), Tensor());
     for (int64_t r = 0; r < rows; ++r) {
       const auto ri = static_cast<size_t>(r);
       EXPECT_EQ(gvalid[ri], cvalid[ri]) << "row " << r << " of " << n;
+      const std::span<const float> row_logits(x.data() + r * n, static_cast<size_t>(n));
+      const double want_total = softmax_total(row_logits, temps[ri]);
+      EXPECT_EQ(std::memcmp(&gtotal[ri], &want_total, sizeof(double)), 0)
+          << "row " << r << " of " << n << ": total " << gtotal[ri] << " against " << want_total;
       if (r == 6 && n > cap) {
         EXPECT_GT(gcount[ri], cap) << "equal values must overflow";
         continue;
@@ -341,10 +349,21 @@ TEST_F(CudaFusedTest, SelectCandidatesHoldsTheBestTopK) {
       if (p.greedy()) continue;  // top_k 1 is greedy (the engine takes the argmax instead)
       SamplerScratch a, b;
       const std::vector<float> row(x.begin() + r * n, x.begin() + (r + 1) * n);
+      const RowCandidates set{set_x, set_ids, gvalid[ri], ks[ri], gtotal[ri]};
       for (double u : {0.0, 0.4, 0.999}) {
-        EXPECT_EQ(sample_from_candidates(set_x, set_ids, gvalid[ri], p, u, static_cast<int32_t>(n), a),
-                  sample_token(row, p, {}, 0, u, b))
+        EXPECT_EQ(sample_from_candidates(set, p, u, static_cast<int32_t>(n), a), sample_token(row, p, {}, 0, u, b))
             << "row " << r << " of " << n << " u " << u;
+        if (ks[ri] != Backend::kMaxSelectTopK) continue;
+        // Without top_k: the best 256 and the device's total draw sample_token's token, or need the logits.
+        SamplingParams whole = p;
+        whole.top_k = 0;
+        const int32_t got = sample_from_candidates(set, whole, u, static_cast<int32_t>(n), a);
+        if (got >= 0) {
+          EXPECT_EQ(got, sample_token(row, whole, {}, 0, u, b)) << "row " << r << " of " << n << " u " << u;
+        }
+        if (gvalid[ri] <= Backend::kMaxSelectTopK) {
+          EXPECT_GE(got, 0) << "row " << r << " of " << n;
+        }
       }
     }
   }
@@ -362,15 +381,20 @@ TEST(CudaFusedDeathTest, SelectCandidatesPreconditionsAbort) {
   const Tensor x(fake + 512, DType::F32, {2, 16}), ids(ints + 16, DType::I32, {2, 16});
   const Tensor count(ints + 64, DType::I32, {2}), valid(ints + 72, DType::I32, {2});
   const char* message = "cuda select_candidates: check failed";
-  EXPECT_DEATH(cuda::select_candidates(ctx, Tensor(ints, DType::I32, {2, 100}), temps, top_k, x, ids, count, valid), message);
-  EXPECT_DEATH(cuda::select_candidates(ctx, logits, temps, top_k, Tensor(fake + 512, DType::F16, {2, 16}), ids, count, valid),
+  EXPECT_DEATH(cuda::select_candidates(ctx, Tensor(ints, DType::I32, {2, 100}), temps, top_k, x, ids, count, valid, Tensor()), message);
+  EXPECT_DEATH(cuda::select_candidates(ctx, logits, temps, top_k, Tensor(fake + 512, DType::F16, {2, 16}), ids, count, valid, Tensor()),
                message);
-  EXPECT_DEATH(cuda::select_candidates(ctx, Tensor(fake, DType::F32, {65, 10}), temps, top_k, x, ids, count, valid), message);
-  EXPECT_DEATH(cuda::select_candidates(ctx, logits, temps, Tensor(ints, DType::I32, {3}), x, ids, count, valid), message);
-  EXPECT_DEATH(cuda::select_candidates(ctx, logits, temps, top_k, x, Tensor(ints + 16, DType::I32, {2, 8}), count, valid),
+  EXPECT_DEATH(cuda::select_candidates(ctx, Tensor(fake, DType::F32, {65, 10}), temps, top_k, x, ids, count, valid, Tensor()), message);
+  EXPECT_DEATH(cuda::select_candidates(ctx, logits, temps, Tensor(ints, DType::I32, {3}), x, ids, count, valid, Tensor()), message);
+  EXPECT_DEATH(cuda::select_candidates(ctx, logits, temps, top_k, x, Tensor(ints + 16, DType::I32, {2, 8}), count, valid, Tensor()),
                message);
   cuda::Context no_scratch;
-  EXPECT_DEATH(cuda::select_candidates(no_scratch, logits, temps, top_k, x, ids, count, valid), message);
+  EXPECT_DEATH(cuda::select_candidates(no_scratch, logits, temps, top_k, x, ids, count, valid, Tensor()), message);
+  double totals[2];
+  EXPECT_DEATH(cuda::select_candidates(ctx, logits, temps, top_k, x, ids, count, valid, Tensor(fake + 3000, DType::F32, {2})),
+               message);
+  EXPECT_DEATH(cuda::select_candidates(ctx, logits, temps, top_k, x, ids, count, valid, Tensor(totals, DType::F64, {2})),
+               message);  // no group-sum scratch
 }
 
 // The backend's environment switches refuse malformed values by name at creation (a typo must not

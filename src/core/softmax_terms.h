@@ -1,16 +1,18 @@
-// sample/softmax_terms.h — the two pieces of arithmetic the sampler's softmax is defined by, written so
-// that a host compiler and nvcc give the same bits: exp_det (an exponential made of fused multiply-adds
-// only, no library call whose last bit may differ between libm and CUDA's) and the fixed summation tree
-// of the softmax total (by token id, not by rank, so that it needs no sort and parallelises). A device
-// sampler that uses them reproduces sample_token on the same logits.
+// core/softmax_terms.h — the arithmetic the sampler's softmax is defined by (sample/sampler.cpp), shared by
+// the sampler and the backends' candidate selection (Backend::select_candidates), written so that a host
+// compiler and nvcc give the same bits: exp_det (an exponential made of fused multiply-adds only, no
+// library call whose last bit may differ between libm and CUDA's), the fixed summation tree of the
+// softmax total (by token id, not by rank, so that it needs no sort and parallelises), and the total of a
+// row. A device sampler that uses them reproduces sample_token on the same logits.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <span>
 
 #if defined(__CUDACC__)
 #define HELIUM_SAMPLE_HD __host__ __device__
-#define HELIUM_SAMPLE_INLINE __forceinline__
+#define HELIUM_SAMPLE_INLINE __attribute__((always_inline))
 #else
 #define HELIUM_SAMPLE_HD
 #define HELIUM_SAMPLE_INLINE __attribute__((always_inline))
@@ -85,5 +87,37 @@ class TreeSum {
   double sum0_ = 0.0, sum1_ = 0.0, sum2_ = 0.0;
   int64_t group0_ = -1, group1_ = -1;
 };
+
+#if !defined(__CUDACC__)
+// Runs f — exp_det arithmetic, always inlined into it — compiled for FMA hardware where the CPU has it
+// (x86-64 builds do not assume it; without it each fma is a libm call, 7x slower): the same correctly
+// rounded operations either way, so both give the same bits.
+template <class F>
+void run_without_fma(F& f) {
+  f();
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+template <class F>
+__attribute__((target("fma"))) void run_with_fma(F& f) {
+  f();
+}
+template <class F>
+void with_fma(F&& f) {
+  static const bool fma = __builtin_cpu_supports("fma");
+  if (fma) run_with_fma(f);
+  else run_without_fma(f);
+}
+#else
+template <class F>
+void with_fma(F&& f) {
+  run_without_fma(f);
+}
+#endif
+
+// The softmax total of a row of logits: the terms exp_det(x - x_max) of every x = logit / temperature
+// (a float division) over the logits > -inf, x_max their largest, summed in TreeSum's tree (0 for a row
+// without one; the terms, and so the total, are 0 when x_max is +inf).
+double softmax_total(std::span<const float> logits, float temperature);
+#endif
 
 }  // namespace helium
