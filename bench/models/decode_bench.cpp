@@ -95,7 +95,8 @@ struct Runner {
   SamplerScratch scratch = {};
   std::vector<float> cand_x = {};
   std::vector<int32_t> cand_ids = {};
-  int64_t logit_draws = 0;  // sampled draws the candidates could not decide (the logits copied after all)
+  int64_t draws = 0;        // sampled draws through the device's candidates (prefill's last token included)
+  int64_t logit_draws = 0;  // of those, the ones the candidates could not decide (the logits copied after all)
 
   Status forward_last(const Batch& b) {
     if (sampling) {  // as the engine does: candidates selected on the device when top_k allows, else logits
@@ -111,6 +112,8 @@ struct Runner {
         const CandidateOutputs cand{{&temperature, 1}, {&top_k, 1}, cand_x,   cand_ids,
                                     {&count, 1},       {&valid, 1}, sampling->top_k > 0 ? std::span<double>() : std::span(&total, 1)};
         HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), ForwardOutputs{logits, {}, cand}));
+        ++draws;
+        if (count > kMaxCandidates) ++logit_draws;  // the set did not fit: the logits came instead
         if (count <= kMaxCandidates) {
           const auto n = static_cast<size_t>(count);
           const RowCandidates set{std::span(cand_x).first(n), std::span(cand_ids).first(n), valid, top_k, total};
@@ -281,7 +284,7 @@ int run(int argc, char** argv) {
 
   for (int64_t context : contexts) {
     std::vector<double> tps;
-    runner.logit_draws = 0;
+    runner.draws = runner.logit_draws = 0;
     for (int r = 0; r <= runs; ++r) {  // r = 0 warms up
       auto seq = runner.prefill(context);
       if (!seq.is_ok()) {
@@ -307,7 +310,7 @@ int run(int argc, char** argv) {
     j["decode"].push_back({{"context", context}, {"tokens", tokens}, {"tok_s", d}, {"runs_tok_s", tps},
                            {"ceiling_tok_s", ceiling}, {"ratio", d / ceiling}});
     if (sampling && sampling->device_candidates(Backend::kMaxSelectTopK)) {
-      const int64_t draws = (runs + 1) * tokens;  // the warm-up's included
+      const int64_t draws = runner.draws;  // the warm-up's and the prefills' last tokens included
       std::printf("          draws from the candidates: %lld of %lld (the rest copied the logits)\n",
                   static_cast<long long>(draws - runner.logit_draws), static_cast<long long>(draws));
       j["decode"].back()["draws"] = draws;
