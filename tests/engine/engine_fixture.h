@@ -1,5 +1,5 @@
-// tests/engine/engine_fixture.h — an Engine on the CPU over the embedded default model, shared by the
-// engine tests.
+// tests/engine/engine_fixture.h — an Engine (on the CPU unless asked otherwise) over the embedded default
+// model, shared by the engine tests.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,9 +11,11 @@
 
 namespace helium::testing {
 
-inline std::unique_ptr<Engine> load_default_engine(int64_t context = 1024, int cache_sequences = 4) {
+// device "auto": the GPU when there is one (the caller checks Engine::backend_name).
+inline std::unique_ptr<Engine> load_default_engine(int64_t context = 1024, int cache_sequences = 4,
+                                                   const std::string& device = "cpu") {
   EngineOptions options;
-  options.device = "cpu";
+  options.device = device;
   options.threads = 2;
   options.context = context;
   options.prompt_cache_sequences = cache_sequences;

@@ -12,9 +12,7 @@ namespace {
 using testing::greedy_request;
 using testing::load_default_engine;
 
-TEST(SamplingPaths, DeviceCandidatesWriteWhatTheLogitsWrite) {
-  auto engine = load_default_engine();
-  ASSERT_TRUE(engine);
+void expect_both_paths_write_the_same_tokens(Engine& engine) {
   struct Setting {
     float temperature;
     int top_k;
@@ -26,7 +24,7 @@ TEST(SamplingPaths, DeviceCandidatesWriteWhatTheLogitsWrite) {
                           Setting{0.3f, 2, 1.0f, 0.0f}, Setting{0.7f, 0, 0.95f, 0.0f}, Setting{1.0f, 0, 1.0f, 0.0f},
                           Setting{1.0f, 0, 1.0f, 0.1f}, Setting{4.0f, 0, 0.99f, 0.0f}}) {
     for (uint64_t seed : {uint64_t{1}, uint64_t{99}}) {
-      GenerationRequest candidates = greedy_request(*engine, "def quicksort(items):\n", 40);
+      GenerationRequest candidates = greedy_request(engine, "def quicksort(items):\n", 40);
       candidates.sampling.temperature = s.temperature;
       candidates.sampling.top_k = s.top_k;
       candidates.sampling.top_p = s.top_p;
@@ -37,13 +35,29 @@ TEST(SamplingPaths, DeviceCandidatesWriteWhatTheLogitsWrite) {
       GenerationRequest logits = candidates;
       logits.sampling.logit_bias = {{7, 0.0f}};
       ASSERT_FALSE(logits.sampling.device_candidates(Backend::kMaxSelectTopK));
-      auto a = engine->generate(candidates);
-      auto b = engine->generate(logits);
+      auto a = engine.generate(candidates);
+      auto b = engine.generate(logits);
       ASSERT_TRUE(a && b);
-      EXPECT_EQ(a->tokens, b->tokens) << "T " << s.temperature << " top_k " << s.top_k << " seed " << seed;
+      EXPECT_EQ(a->tokens, b->tokens) << engine.backend_name() << ": T " << s.temperature << " top_k " << s.top_k
+                                      << " top_p " << s.top_p << " min_p " << s.min_p << " seed " << seed;
       EXPECT_EQ(a->tokens.size(), 40u);
     }
   }
+}
+
+TEST(SamplingPaths, DeviceCandidatesWriteWhatTheLogitsWrite) {
+  auto engine = load_default_engine();
+  ASSERT_TRUE(engine);
+  expect_both_paths_write_the_same_tokens(*engine);
+}
+
+// The same on the GPU (select_candidates' CUDA kernels, the device's softmax totals, the logits copied
+// after the forward when a draw needs them); skipped without one.
+TEST(SamplingPaths, DeviceCandidatesWriteWhatTheLogitsWriteOnTheGpu) {
+  auto engine = load_default_engine(1024, 4, "auto");
+  ASSERT_TRUE(engine);
+  if (engine->backend_name().rfind("cuda", 0) != 0) GTEST_SKIP() << "no GPU (backend " << engine->backend_name() << ")";
+  expect_both_paths_write_the_same_tokens(*engine);
 }
 
 }  // namespace

@@ -6,14 +6,14 @@
 # Binaries: built here with `tools/gpu/check.sh build` (needs the project's Debian dependencies), or
 # built on a development machine and carried as .gpu-bin/bin.tar.xz (`tools/gpu/check.sh pack` there):
 #   cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHELIUM_CUDA_ARCHS=90a-real
-#   cmake --build build/gpu --target models_test kv_test cuda_matmul_test cuda_attention_test cuda_fused_test \
+#   cmake --build build/gpu --target models_test kv_test engine_test cuda_matmul_test cuda_attention_test cuda_fused_test \
 #     helium_bench_decode helium_bench_cuda_matmul helium_bench_cuda_attention helium_bench_cuda_stream
 set -u
 source "$(dirname "$0")/common.sh"
 OUT=${OUT:-/tmp/helium-gpu-out}
 mkdir -p "$OUT"
 BIN=/tmp/helium-gpu-bin
-TARGETS="models_test kv_test cuda_matmul_test cuda_attention_test cuda_fused_test helium_bench_decode helium_bench_cuda_matmul helium_bench_cuda_attention helium_bench_cuda_stream"
+TARGETS="models_test kv_test engine_test cuda_matmul_test cuda_attention_test cuda_fused_test helium_bench_decode helium_bench_cuda_matmul helium_bench_cuda_attention helium_bench_cuda_stream"
 
 case "${1:-run}" in
   pack)  # on the development machine: strip and compress the binaries for `carry`
@@ -69,6 +69,9 @@ HELIUM_CUDA_MATMUL_TRIGGER=end run cuda_fused_test_late_trigger 60 "$BIN/cuda_fu
 run models_test 120 "$BIN/models_test" --gtest_brief=1
 HELIUM_CUDA_PDL=0 run models_test_nopdl 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
 run kv_test 30 "$BIN/kv_test" --gtest_brief=1
+# The engine's sampled paths on the GPU: device candidates and totals against copied logits, over the
+# embedded model (read through HELIUM_SOURCE_DIR, as models_test reads its fixtures).
+run engine_sampling 120 "$BIN/engine_test" --gtest_brief=1 --gtest_filter='SamplingPaths.*OnTheGpu'
 run sanitizer 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/models_test" \
   --gtest_filter='*GreedyContinuationMatchesTransformers/cuda_tiny_qwen3*'
 run bench_decode 240 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --json "$OUT/decode.json"
