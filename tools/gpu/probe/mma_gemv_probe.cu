@@ -1,0 +1,506 @@
+// tools/gpu/probe/mma_gemv_probe.cu — a diagnostic, not part of the engine: can a tensor-core decode matmul
+// stream BF16 weights at the bandwidth for 1 to 64 rows, so that one kernel (and so one arithmetic) serves
+// decode, batched decode and tree verification (batch invariance, DESIGN.md invariant 2)? The engine's
+// decode kernel multiplies on CUDA cores and reads the weights once per row group, which for 8–64 rows
+// falls far below the bandwidth (docs/benchmarks.md, tenth session).
+//
+// The kernels: y(R, n) = x(R, k) · w(n, k)ᵀ with mma.sync m16n8k16 (bf16 in, f32 accumulate), the weights as
+// the A operand (16 output features per warp) and the rows of x as B (n-tiles of 8 rows; R = 1 pads one
+// tile with zero rows); weight and x tiles stream through cp.async rings in shared memory (XOR-swizzled
+// 16-byte pieces, read by ldmatrix without bank conflicts), over a persistent grid of feature tiles.
+//  - "warp": 16 features a block; each of the 4 warps streams every 4th k step of them through its own
+//    ring, so a step needs only the warp's own cp.async wait and a __syncwarp; the warps' sums are added
+//    in warp order at the tile's end.
+//  - "FWxKW": the 4 warps as FW feature warps × KW k warps over one block-wide ring (a barrier per stage).
+// Each output element is the dot product of one weight row and one x row accumulated in k order by the
+// same instruction sequence whatever R is, so row r of an R-row call is bitwise row r alone: checked here
+// for three rows of every call. x is BF16 (rounded once, as the prefill path already does), not the
+// decode kernel's F32. No fusion, no programmatic dependent launch.
+//
+// Prints µs per call and GB/s of weight traffic (each call reads a different copy of the weights, together
+// beyond the L2; a CUDA graph of the calls) beside the device-to-device copy bandwidth, for Qwen3-8B's
+// shapes and R = 1 .. 64, and the largest difference from a plain F32 reference. The L2 evict_first hint
+// the engine gives its weight loads raised "illegal instruction" in this build (not diagnosed); "nohint"
+// runs without it. Built and run by hand on the GPU machine:
+//   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -o mma_gemv_probe tools/gpu/probe/mma_gemv_probe.cu
+//   ./mma_gemv_probe [stages: 4|6|8] [nohint]
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define CK(e)                                                                  \
+  do {                                                                         \
+    cudaError_t r_ = (e);                                                      \
+    if (r_ != cudaSuccess) {                                                   \
+      std::printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(r_));   \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (0)
+
+constexpr int kWarps = 4, kThreads = kWarps * 32;
+constexpr int kStepK = 64;                  // k per warp per ring stage: 128 bytes of a row, 8 pieces of 16 bytes
+constexpr int kWStageBytes = kWarps * 16 * kStepK * 2;  // 8 KB: FW · 16 features × KW · 64 k
+
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ void cp16(void* smem, const void* g, bool valid, uint64_t policy, bool hint) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int n = valid ? 16 : 0;
+  if (hint)
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(d), "l"(g), "r"(n), "l"(policy)
+                 : "memory");
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(g), "r"(n) : "memory");
+}
+__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wait_groups() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4(const void* p, uint32_t& a0, uint32_t& a1, uint32_t& a2, uint32_t& a3) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3)
+               : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x2(const void* p, uint32_t& b0, uint32_t& b1) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(b0), "=r"(b1) : "r"(s));
+}
+__device__ __forceinline__ void mma_bf16(float* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+// Byte offset of 16-byte piece `c` (0..7) of row `r` in a tile of 128-byte rows, XOR-swizzled so that the
+// eight rows an ldmatrix phase reads fall in eight different bank groups.
+__device__ __forceinline__ int swz(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
+
+struct Args {
+  const __nv_bfloat16* x;  // (rows, k)
+  const __nv_bfloat16* w;  // (n, k)
+  float* y;                // (rows, n)
+  int rows, n, k;
+  bool hint;  // weights under the L2 evict_first policy (as the engine's decode matmul loads them)
+};
+
+// NT n-tiles of 8 rows (rows <= 8 · NT); S ring stages; the 4 warps as FW feature warps × KW = 4 / FW k warps:
+// a tile is 16 · FW features, a stage 64 · KW of k, warp (fw, kw) multiplies its 16 features by its 64 k
+// of each stage, and the KW warps' sums are added in kw order at the tile's end.
+template <int NT, int S, int FW>
+__global__ void __launch_bounds__(kThreads) mma_gemv(const Args a) {
+  constexpr int KW = kWarps / FW;
+  extern __shared__ __align__(128) uint8_t smem[];
+  constexpr int kXSubBytes = NT * 8 * kStepK * 2;  // one k warp's x: 8 · NT rows × 64 k
+  constexpr int kStageBytes = kWStageBytes + KW * kXSubBytes;
+  float* red = reinterpret_cast<float*>(smem + S * kStageBytes);  // [kw][fw][NT · 4][32]
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int fw = warp / KW, kw = warp % KW;
+  const int ksteps = a.k / (kStepK * KW);
+  const int tiles = a.n / (16 * FW);
+  const int my_tiles = (tiles - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+  const int total = my_tiles * ksteps;
+  const uint64_t policy = evict_first_policy();
+
+  const bool hint = a.hint;
+  // Stream position t (the block's tile t / ksteps, k step t % ksteps) into ring stage t % S, one commit
+  // group (empty past the end).
+  auto issue = [&](int t) __attribute__((always_inline)) {
+    uint8_t* stage = smem + (t % S) * kStageBytes;
+    if (t < total) {
+      const int tile = static_cast<int>(blockIdx.x) + (t / ksteps) * static_cast<int>(gridDim.x);
+      const int k0 = (t % ksteps) * kStepK * KW;
+      const __nv_bfloat16* w = a.w + static_cast<int64_t>(tile) * 16 * FW * a.k + k0;
+#pragma unroll
+      for (int j = 0; j < kWStageBytes / 16 / kThreads; ++j) {
+        // piece -> sub-tile (pf, pk) of 16 rows × 8 pieces
+        const int piece = j * kThreads + tid, sub = piece >> 7, r = (piece >> 3) & 15, c = piece & 7;
+        const int pf = sub / KW, pk = sub % KW;
+        cp16(stage + sub * 2048 + swz(r, c), w + static_cast<int64_t>(pf * 16 + r) * a.k + pk * kStepK + c * 8, true,
+             policy, hint);
+      }
+      uint8_t* xs = stage + kWStageBytes;
+      for (int piece = tid; piece < KW * NT * 8 * 8; piece += kThreads) {
+        const int pk = piece / (NT * 64), r = (piece >> 3) % (NT * 8), c = piece & 7;
+        const bool valid = r < a.rows;
+        cp16(xs + pk * kXSubBytes + swz(r, c), a.x + static_cast<int64_t>(valid ? r : 0) * a.k + k0 + pk * kStepK + c * 8,
+             valid, policy, false);
+      }
+    }
+    commit();
+  };
+
+  float acc[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+#pragma unroll
+  for (int t = 0; t < S - 1; ++t) issue(t);
+  for (int t = 0; t < total; ++t) {
+    issue(t + S - 1);
+    wait_groups<S - 1>();
+    __syncthreads();
+    const uint8_t* ws = smem + (t % S) * kStageBytes + (fw * KW + kw) * 2048;
+    const uint8_t* xs = smem + (t % S) * kStageBytes + kWStageBytes + kw * kXSubBytes;
+#pragma unroll
+    for (int kk = 0; kk < kStepK / 16; ++kk) {
+      uint32_t a0, a1, a2, a3;
+      const int ar = (lane & 7) + ((lane >> 3) & 1) * 8;
+      ldmatrix_x4(ws + swz(ar, 2 * kk + (lane >> 4)), a0, a1, a2, a3);
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        uint32_t b0, b1;
+        const int br = j * 8 + (lane & 7);
+        ldmatrix_x2(xs + swz(br, 2 * kk + ((lane >> 3) & 1)), b0, b1);
+        mma_bf16(acc[j], a0, a1, a2, a3, b0, b1);
+      }
+    }
+    if (t % ksteps == ksteps - 1) {  // the tile's last step: the k warps' sums in kw order, stored
+      const int tile = static_cast<int>(blockIdx.x) + (t / ksteps) * static_cast<int>(gridDim.x);
+      if (KW > 1) {
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) red[((kw * FW + fw) * NT * 4 + j * 4 + e) * 32 + lane] = acc[j][e];
+        __syncthreads();
+        if (kw == 0) {
+#pragma unroll
+          for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+#pragma unroll
+              for (int q = 1; q < KW; ++q) acc[j][e] = __fadd_rn(acc[j][e], red[((q * FW + fw) * NT * 4 + j * 4 + e) * 32 + lane]);
+        }
+      }
+      if (kw == 0) {
+        const int f = tile * 16 * FW + fw * 16 + (lane >> 2);
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          const int r = j * 8 + (lane & 3) * 2;
+          if (r < a.rows) {
+            a.y[static_cast<int64_t>(r) * a.n + f] = acc[j][0];
+            a.y[static_cast<int64_t>(r) * a.n + f + 8] = acc[j][2];
+          }
+          if (r + 1 < a.rows) {
+            a.y[static_cast<int64_t>(r + 1) * a.n + f] = acc[j][1];
+            a.y[static_cast<int64_t>(r + 1) * a.n + f + 8] = acc[j][3];
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    }
+    __syncthreads();  // the stage (and red) are written again next
+  }
+}
+
+// The warp-ring variant, 16 features a block: warp kw streams k steps kw, kw + 4, ... of the block's tile
+// through its own ring (its 16 weight rows and the x rows of those k), so that waiting for its own copies
+// and a __syncwarp is all the synchronisation a step needs; the four warps' sums are added in kw order
+// at the tile's end (the one block barrier per tile).
+template <int NT, int S>
+__global__ void __launch_bounds__(kThreads) mma_gemv_warp_ring(const Args a) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  constexpr int kWBytes = 16 * kStepK * 2, kXBytes = NT * 8 * kStepK * 2, kStage = kWBytes + kXBytes;
+  const int lane = threadIdx.x & 31, kw = threadIdx.x >> 5;
+  uint8_t* ring = smem + kw * S * kStage;
+  float* red = reinterpret_cast<float*>(smem + kWarps * S * kStage);  // [kw][NT · 4][32]
+  const int ksteps = a.k / (kStepK * kWarps);  // this warp's steps per tile
+  const int tiles = a.n / 16;
+  const int my_tiles = (tiles - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+  const int total = my_tiles * ksteps;
+  const uint64_t policy = evict_first_policy();
+  const bool hint = a.hint;
+  auto issue = [&](int t) __attribute__((always_inline)) {
+    uint8_t* stage = ring + (t % S) * kStage;
+    if (t < total) {
+      const int tile = static_cast<int>(blockIdx.x) + (t / ksteps) * static_cast<int>(gridDim.x);
+      const int k0 = ((t % ksteps) * kWarps + kw) * kStepK;
+      const __nv_bfloat16* w = a.w + static_cast<int64_t>(tile) * 16 * a.k + k0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int piece = j * 32 + lane, r = piece >> 3, c = piece & 7;
+        cp16(stage + swz(r, c), w + static_cast<int64_t>(r) * a.k + c * 8, true, policy, hint);
+      }
+#pragma unroll
+      for (int j = 0; j < 2 * NT; ++j) {
+        const int piece = j * 32 + lane, r = piece >> 3, c = piece & 7;
+        const bool valid = r < a.rows;
+        cp16(stage + kWBytes + swz(r, c), a.x + static_cast<int64_t>(valid ? r : 0) * a.k + k0 + c * 8, valid, policy,
+             false);
+      }
+    }
+    commit();
+  };
+  float acc[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+#pragma unroll
+  for (int t = 0; t < S - 1; ++t) issue(t);
+  for (int t = 0; t < total; ++t) {
+    issue(t + S - 1);
+    wait_groups<S - 1>();
+    __syncwarp();
+    const uint8_t* ws = ring + (t % S) * kStage;
+    const uint8_t* xs = ws + kWBytes;
+#pragma unroll
+    for (int kk = 0; kk < kStepK / 16; ++kk) {
+      uint32_t a0, a1, a2, a3;
+      const int ar = (lane & 7) + ((lane >> 3) & 1) * 8;
+      ldmatrix_x4(ws + swz(ar, 2 * kk + (lane >> 4)), a0, a1, a2, a3);
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        uint32_t b0, b1;
+        ldmatrix_x2(xs + swz(j * 8 + (lane & 7), 2 * kk + ((lane >> 3) & 1)), b0, b1);
+        mma_bf16(acc[j], a0, a1, a2, a3, b0, b1);
+      }
+    }
+    __syncwarp();  // the stage is refilled by this warp's next issue
+    if (t % ksteps == ksteps - 1) {
+      const int tile = static_cast<int>(blockIdx.x) + (t / ksteps) * static_cast<int>(gridDim.x);
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) red[(kw * NT * 4 + j * 4 + e) * 32 + lane] = acc[j][e];
+      __syncthreads();
+      if (kw == 0) {
+        const int f = tile * 16 + (lane >> 2);
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          float v[4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            v[e] = acc[j][e];
+#pragma unroll
+            for (int q = 1; q < kWarps; ++q) v[e] = __fadd_rn(v[e], red[(q * NT * 4 + j * 4 + e) * 32 + lane]);
+          }
+          const int r = j * 8 + (lane & 3) * 2;
+          if (r < a.rows) {
+            a.y[static_cast<int64_t>(r) * a.n + f] = v[0];
+            a.y[static_cast<int64_t>(r) * a.n + f + 8] = v[2];
+          }
+          if (r + 1 < a.rows) {
+            a.y[static_cast<int64_t>(r + 1) * a.n + f] = v[1];
+            a.y[static_cast<int64_t>(r + 1) * a.n + f + 8] = v[3];
+          }
+        }
+      }
+      __syncthreads();  // red is written again at the next tile's end
+#pragma unroll
+      for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    }
+  }
+}
+
+__global__ void reference(const Args a) {
+  const int f = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
+  if (f >= a.n) return;
+  float s = 0.0f;
+  for (int i = 0; i < a.k; ++i)
+    s = fmaf(__bfloat162float(a.w[static_cast<int64_t>(f) * a.k + i]), __bfloat162float(a.x[static_cast<int64_t>(r) * a.k + i]), s);
+  a.y[static_cast<int64_t>(r) * a.n + f] = s;
+}
+
+__global__ void fill(__nv_bfloat16* p, int64_t n, uint32_t seed, float scale) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    p[i] = __float2bfloat16((static_cast<float>(h & 0xffff) / 32768.0f - 1.0f) * scale);
+  }
+}
+
+using Kernel = void (*)(const Args);
+template <int S, int FW>
+Kernel pick_nt(int nt) {
+  switch (nt) {
+    case 1: return mma_gemv<1, S, FW>;
+    case 2: return mma_gemv<2, S, FW>;
+    case 4: return mma_gemv<4, S, FW>;
+    default: return mma_gemv<8, S, FW>;
+  }
+}
+template <int S>
+Kernel pick_warp_ring(int nt) {
+  switch (nt) {
+    case 1: return mma_gemv_warp_ring<1, S>;
+    case 2: return mma_gemv_warp_ring<2, S>;
+    case 4: return mma_gemv_warp_ring<4, S>;
+    default: return mma_gemv_warp_ring<8, S>;
+  }
+}
+// fw 0: the warp-ring variant (16 features a block).
+template <int S>
+Kernel pick_fw(int nt, int fw) {
+  if (fw == 0) return pick_warp_ring<S>(nt);
+  switch (fw) {
+    case 1: return pick_nt<S, 1>(nt);
+    case 2: return pick_nt<S, 2>(nt);
+    default: return pick_nt<S, 4>(nt);
+  }
+}
+Kernel pick_kernel(int nt, int stages, int fw) {
+  switch (stages) {
+    case 4: return pick_fw<4>(nt, fw);
+    case 6: return pick_fw<6>(nt, fw);
+    default: return pick_fw<8>(nt, fw);
+  }
+}
+size_t smem_of(int nt, int stages, int fw) {
+  if (fw == 0) return static_cast<size_t>(kWarps) * stages * (16 * kStepK * 2 + nt * 8 * kStepK * 2) + size_t{kWarps} * nt * 4 * 32 * 4;
+  const int kw = kWarps / fw;
+  return static_cast<size_t>(stages) * (kWStageBytes + kw * nt * 8 * kStepK * 2) + size_t{4} * kWarps * nt * 4 * 32 * 4;
+}
+// The grid: as many blocks as fit, or the tile count (0: the configuration does not fit).
+int grid_of(Kernel kernel, size_t smem, int tiles, int sms, int* per_sm) {
+  int limit = 0;
+  CK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  if (smem > static_cast<size_t>(limit)) return 0;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, kernel, kThreads, smem));
+  return std::min(tiles, *per_sm * sms);
+}
+
+const char* label(int fw) { return fw == 0 ? "warp" : fw == 1 ? "1x4" : fw == 2 ? "2x2" : "4x1"; }
+
+int main(int argc, char** argv) {
+  const int stages = argc > 1 ? std::atoi(argv[1]) : 6;
+  const bool hint = !(argc > 2 && std::strcmp(argv[2], "nohint") == 0);
+  if (stages != 4 && stages != 6 && stages != 8) {
+    std::printf("stages must be 4, 6 or 8\n");
+    return 2;
+  }
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaStream_t stream;
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  // Copy bandwidth: bytes read + written per second, 1 GiB, median of 5.
+  double copy_gbps = 0;
+  {
+    const size_t bytes = size_t{1} << 30;
+    void *src, *dst;
+    CK(cudaMalloc(&src, bytes));
+    CK(cudaMalloc(&dst, bytes));
+    std::vector<float> ms;
+    for (int i = 0; i < 6; ++i) {
+      CK(cudaEventRecord(e0, stream));
+      CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+      CK(cudaEventRecord(e1, stream));
+      CK(cudaEventSynchronize(e1));
+      float t;
+      CK(cudaEventElapsedTime(&t, e0, e1));
+      if (i > 0) ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    copy_gbps = 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
+    CK(cudaFree(src));
+    CK(cudaFree(dst));
+  }
+  std::printf("copy bandwidth %.0f GB/s; %d SMs; ring of %d stages; weights %s\n", copy_gbps, sms, stages,
+              hint ? "under L2 evict_first" : "without an L2 hint");
+  struct Shape {
+    const char* name;
+    int n, k;
+  };
+  const Shape shapes[] = {{"qkv", 6144, 4096}, {"o_proj", 4096, 4096}, {"gate_up", 24576, 4096}, {"down", 4096, 12288}};
+  const int row_counts[] = {1, 2, 4, 8, 16, 32, 64};
+  __nv_bfloat16* x;
+  float *y, *y_ref, *y_one;
+  CK(cudaMalloc(&x, sizeof(__nv_bfloat16) * 64 * 12288));
+  CK(cudaMalloc(&y, sizeof(float) * 64 * 24576));
+  CK(cudaMalloc(&y_ref, sizeof(float) * 64 * 24576));
+  CK(cudaMalloc(&y_one, sizeof(float) * 64 * 24576));
+  fill<<<256, 256, 0, stream>>>(x, int64_t{64} * 12288, 7u, 1.0f);
+  std::printf("%-8s %5s %6s %9s %9s %7s %12s %10s\n", "shape", "rows", "warps", "us/call", "GB/s", "ratio", "max |diff|",
+              "invariant");
+  for (const Shape& s : shapes) {
+    const int64_t w_elems = int64_t{s.n} * s.k, w_bytes = w_elems * 2;
+    const int copies = static_cast<int>(std::max<int64_t>(8, (int64_t{600} << 20) / w_bytes + 1));
+    __nv_bfloat16* w;
+    CK(cudaMalloc(&w, w_bytes * copies));
+    fill<<<1024, 256, 0, stream>>>(w, w_elems * copies, 11u, 1.0f / std::sqrt(static_cast<float>(s.k)));
+    for (int rows : row_counts)
+      for (int fw : {0, 1, 2, 4}) {
+      const int nt = rows <= 8 ? 1 : rows <= 16 ? 2 : rows <= 32 ? 4 : 8;
+      const Kernel kernel = pick_kernel(nt, stages, fw);
+      const size_t smem = smem_of(nt, stages, fw);
+      int per_sm = 0;
+      const int tiles = s.n / (16 * std::max(fw, 1));
+      const int grid = grid_of(kernel, smem, tiles, sms, &per_sm);
+      if (grid == 0) {
+        std::printf("%-8s %5d %6s   (%zu bytes of shared memory: does not fit)\n", s.name, rows, label(fw), smem);
+        continue;
+      }
+      // Correctness against the plain F32 reference, and row invariance: rows computed alone (R = 1, the
+      // same configuration otherwise) against the same rows of this call.
+      Args a{x, w, y, rows, s.n, s.k, hint};
+      kernel<<<grid, kThreads, smem, stream>>>(a);
+      Args ar{x, w, y_ref, rows, s.n, s.k, hint};
+      reference<<<dim3((s.n + 127) / 128, rows), 128, 0, stream>>>(ar);
+      std::vector<float> got(static_cast<size_t>(rows) * s.n), want(got.size()), alone(static_cast<size_t>(s.n));
+      CK(cudaMemcpyAsync(got.data(), y, sizeof(float) * got.size(), cudaMemcpyDeviceToHost, stream));
+      CK(cudaMemcpyAsync(want.data(), y_ref, sizeof(float) * want.size(), cudaMemcpyDeviceToHost, stream));
+      bool invariant = true;
+      for (int r : {0, rows / 2, rows - 1}) {
+        const Kernel one = pick_kernel(1, stages, fw);
+        const size_t smem1 = smem_of(1, stages, fw);
+        int per_sm1 = 0;
+        const int grid1 = grid_of(one, smem1, tiles, sms, &per_sm1);
+        Args a1{x + static_cast<int64_t>(r) * s.k, w, y_one, 1, s.n, s.k, hint};
+        one<<<grid1, kThreads, smem1, stream>>>(a1);
+        CK(cudaMemcpyAsync(alone.data(), y_one, sizeof(float) * s.n, cudaMemcpyDeviceToHost, stream));
+        CK(cudaStreamSynchronize(stream));
+        invariant &= std::memcmp(alone.data(), got.data() + static_cast<size_t>(r) * s.n, sizeof(float) * s.n) == 0;
+      }
+      CK(cudaStreamSynchronize(stream));
+      CK(cudaGetLastError());
+      double max_diff = 0;
+      for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, static_cast<double>(std::fabs(got[i] - want[i])));
+      // Timing: a graph of `copies` calls, each on its own copy of the weights, replayed 5 times after one.
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      for (int c = 0; c < copies; ++c) {
+        Args ac{x, w + c * w_elems, y, rows, s.n, s.k, hint};
+        kernel<<<grid, kThreads, smem, stream>>>(ac);
+      }
+      CK(cudaStreamEndCapture(stream, &graph));
+      CK(cudaGraphInstantiate(&exec, graph, 0));
+      std::vector<float> ms;
+      for (int i = 0; i < 6; ++i) {
+        CK(cudaEventRecord(e0, stream));
+        CK(cudaGraphLaunch(exec, stream));
+        CK(cudaEventRecord(e1, stream));
+        CK(cudaEventSynchronize(e1));
+        float t;
+        CK(cudaEventElapsedTime(&t, e0, e1));
+        if (i > 0) ms.push_back(t);
+      }
+      std::sort(ms.begin(), ms.end());
+      const double us = ms[ms.size() / 2] * 1e3 / copies;
+      const double gbps = w_bytes / (us * 1e-6) / 1e9;
+      std::printf("%-8s %5d %6s %9.2f %9.0f %7.3f %12.3g %10s   (grid %d, %d blocks/SM)\n", s.name, rows, label(fw), us,
+                  gbps, gbps / copy_gbps, max_diff, invariant ? "yes" : "NO", grid, per_sm);
+      CK(cudaGraphExecDestroy(exec));
+      CK(cudaGraphDestroy(graph));
+    }
+    CK(cudaFree(w));
+  }
+  return 0;
+}
