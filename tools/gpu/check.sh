@@ -20,6 +20,10 @@ case "${1:-run}" in
     rm -rf .gpu-bin && mkdir -p .gpu-bin /tmp/helium-pack && rm -rf /tmp/helium-pack/*
     for t in $TARGETS; do cp "$(find build/gpu -type f -name "$t" -perm -u+x | head -1)" /tmp/helium-pack/; done
     strip /tmp/helium-pack/*
+    # The tokenizer's Debian libraries (engine_test loads a real tokenizer), which the GPU machine lacks.
+    mkdir -p /tmp/helium-pack/lib
+    for t in $TARGETS; do ldd "/tmp/helium-pack/$t"; done | grep -oE "/[^ ]*lib(utf8proc|pcre2-8)\.so[^ ]*" | sort -u |
+      xargs -r -I{} cp -L {} /tmp/helium-pack/lib/
     # One xz stream with a 64 MiB window: the binaries share the CUDA library, stored once (~9 MB, not ~32).
     tar -C /tmp/helium-pack -cf - . | xz -T1 -9 > .gpu-bin/bin.tar.xz
     ls -la .gpu-bin
@@ -32,6 +36,7 @@ case "${1:-run}" in
     mkdir -p "$BIN" && tar -C "$BIN" -xJf .gpu-bin/bin.tar.xz || exit 1 ;;
 esac
 
+export LD_LIBRARY_PATH="$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # the libraries pack carried
 LOG="$OUT/check.log"
 run() {  # run NAME TIMEOUT COMMAND...: logs the command, its output and its exit code
   local name=$1 limit=$2

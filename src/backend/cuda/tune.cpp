@@ -15,9 +15,14 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/tune.h"
 
 namespace helium {
 namespace {
+
+// The rule that picks a configuration from the timings (below); a cache written under another rule is
+// timed again. 2: among equal rings, the most warps per block.
+constexpr int kSelectionRuleRevision = 2;
 
 std::string cache_dir() {
   if (const char* d = std::getenv("HELIUM_CACHE_DIR"); d != nullptr && *d) return d;
@@ -38,10 +43,48 @@ nlohmann::json config_to_json(const cuda::MatmulDecodeConfig& c) {
 
 }  // namespace
 
+// The fastest, except that among the candidates within kTuneTieFraction of it the one with the largest
+// weight ring per block wins: timed alone, configurations a few percent apart trade places from run to
+// run, and in the decode graph the larger ring was the faster (H200, Qwen3-8B gate_up: 4 x 4 rounds on
+// 2 x 4 warps, a 64 KB ring, gave 203.5 tok/s at 1K; 2 x 4 rounds on 2 x 4 warps, 32 KB, 197.6 — in two
+// calls whose tuners had timed them 49.4 and 48.3 us; docs/benchmarks.md, fifth session). Rings past
+// kTuneMaxRingBytes are not taken at all: such a block has a multiprocessor to itself, and timed alone it
+// can win, but among the other kernels of a step it loses (gate_up at 4 x 8 rounds on 4 x 2 warps, a
+// 128 KB ring: a layer's four matmuls 114.6 us against 104.2 with 64 KB rings, decode at 1K 195 tok/s
+// against 204; eighth session). Among rings of one size, the most warps per block: timed alone, gate_up
+// at 4 x 8 rounds on 2 x 2 warps (128 threads) beat 4 x 4 rounds on 2 x 4 warps by under 3%, and in the
+// decode graph it lost 7% (the same machine, two rounds: 1K 191.8 / 191.6 tok/s against 206.7 / 207.5,
+// 32K 154.6 / 154.3 against 165.2 / 165.3; tenth session) — the work between a kernel's wait and its
+// first weight (staging x, the RMSNorm) runs on the block's threads.
+cuda::MatmulDecodeConfig cuda::choose_decode_config(std::span<const std::pair<MatmulDecodeConfig, float>> timed,
+                                                    DType w_dtype,
+                                                    const MatmulDecodeConfig& fallback, float* chosen_us) {
+  float fastest = 1e30f;
+  for (const auto& [cand, us] : timed)
+    if (static_cast<int64_t>(matmul_decode_ring_bytes(cand, w_dtype)) <= kTuneMaxRingBytes) fastest = std::min(fastest, us);
+  MatmulDecodeConfig best = fallback;
+  int64_t best_ring = -1;
+  int best_warps = 0;
+  float best_us = 1e30f;
+  for (const auto& [cand, us] : timed) {
+    const int64_t ring = static_cast<int64_t>(matmul_decode_ring_bytes(cand, w_dtype));
+    if (ring > kTuneMaxRingBytes || us > fastest * (1.0f + kTuneTieFraction)) continue;
+    const int warps = cand.feature_warps * cand.k_warps;
+    if (ring > best_ring || (ring == best_ring && (warps > best_warps || (warps == best_warps && us < best_us)))) {
+      best_ring = ring;
+      best_warps = warps;
+      best_us = us;
+      best = cand;
+    }
+  }
+  if (chosen_us != nullptr) *chosen_us = best_ring < 0 ? 0.0f : best_us;
+  return best;
+}
+
 std::string CudaBackend::tuning_cache_path(const std::vector<MatmulShape>& shapes) const {
   std::ostringstream key;
   // The kernel's revision: a choice timed on an earlier decode kernel is measured again, not reused.
-  key << "decode-kernel-" << cuda::kMatmulDecodeKernelRevision << ';';
+  key << "decode-kernel-" << cuda::kMatmulDecodeKernelRevision << ";rule-" << kSelectionRuleRevision << ';';
   for (const auto& s : shapes) key << s.n << 'x' << s.k << dtype_name(s.dtype) << ';';
   const size_t hash = std::hash<std::string>{}(key.str());
   std::ostringstream name;
@@ -104,20 +147,9 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
     auto w_copy = [&](int i) {
       return Tensor(static_cast<char*>(wbuf->data()) + (i % copies) * w_bytes, s.dtype, {s.n, s.k});
     };
-    // The fastest, except that among the candidates within kTieFraction of it the one with the largest
-    // weight ring per block wins: timed alone, configurations a few percent apart trade places from run to
-    // run, and in the decode graph the larger ring was the faster (H200, Qwen3-8B gate_up: 4 x 4 rounds on
-    // 2 x 4 warps, a 64 KB ring, gave 203.5 tok/s at 1K; 2 x 4 rounds on 2 x 4 warps, 32 KB, 197.6 — in two
-    // calls whose tuners had timed them 49.4 and 48.3 us; docs/benchmarks.md, fifth session). Rings past
-    // kMaxRingBytes are not taken at all: such a block has a multiprocessor to itself, and timed alone it
-    // can win, but among the other kernels of a step it loses (gate_up at 4 x 8 rounds on 4 x 2 warps, a
-    // 128 KB ring: a layer's four matmuls 114.6 us against 104.2 with 64 KB rings, decode at 1K 195 tok/s
-    // against 204; eighth session).
-    constexpr float kTieFraction = 0.03f;
-    constexpr int64_t kMaxRingBytes = 64 * 1024;
     std::vector<std::pair<cuda::MatmulDecodeConfig, float>> timed;
     for (const auto& cand : cuda::matmul_decode_candidates(s.n, s.k, s.dtype)) {
-      if (static_cast<int64_t>(cuda::matmul_decode_ring_bytes(cand, s.dtype)) > kMaxRingBytes) continue;
+      if (static_cast<int64_t>(cuda::matmul_decode_ring_bytes(cand, s.dtype)) > cuda::kTuneMaxRingBytes) continue;
       for (int i = 0; i < 3; ++i) cuda::matmul_decode(m.ctx, x, w_copy(i), Tensor(), y, cand);
       const int reps = std::max(20, copies);
       HELIUM_CUDA_CHECK(cudaEventRecord(start, m.ctx.stream));
@@ -128,21 +160,9 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
       HELIUM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
       timed.emplace_back(cand, ms * 1000.0f / static_cast<float>(reps));
     }
-    cuda::MatmulDecodeConfig best = cuda::matmul_decode_default_config(s.n, s.k, s.dtype);
-    float best_us = 1e30f;
-    for (const auto& [cand, us] : timed) best_us = std::min(best_us, us);
-    int64_t best_ring = -1;
-    float chosen_us = 1e30f;
-    for (const auto& [cand, us] : timed) {
-      if (us > best_us * (1.0f + kTieFraction)) continue;
-      const int64_t ring = static_cast<int64_t>(cuda::matmul_decode_ring_bytes(cand, s.dtype));
-      if (ring > best_ring || (ring == best_ring && us < chosen_us)) {
-        best_ring = ring;
-        chosen_us = us;
-        best = cand;
-      }
-    }
-    best_us = chosen_us;
+    float best_us = 0;
+    const cuda::MatmulDecodeConfig best =
+        cuda::choose_decode_config(timed, s.dtype, cuda::matmul_decode_default_config(s.n, s.k, s.dtype), &best_us);
     m.matmul_table.entries.push_back({s.n, s.k, s.dtype, best});
     out["shapes"].push_back({{"n", s.n}, {"k", s.k}, {"dtype", std::string(dtype_name(s.dtype))},
                              {"config", config_to_json(best)}, {"us", best_us}});

@@ -32,6 +32,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/tune.h"
 #include "core/dtype.h"
 
 namespace helium::test {
@@ -678,6 +679,32 @@ TEST(CudaMatmulHostTest, CandidatesAreValidDistinctAndStartWithTheDefault) {
   EXPECT_FALSE(cuda::matmul_decode_config_valid(MatmulDecodeConfig{2, 4, 8, 2}, DType::BF16));  // 16 warps
   EXPECT_FALSE(cuda::matmul_decode_config_valid(MatmulDecodeConfig{1, 8, 4, 1}, DType::F32));   // no such instance
   EXPECT_FALSE(cuda::matmul_decode_config_valid(MatmulDecodeConfig{2, 4, 4, 1}, DType::I32));
+}
+
+// The tuner's rule (tune.h): within 3% of the fastest, the largest ring up to 64 KB, then the most warps,
+// then the fastest; never a ring past 64 KB, however fast.
+TEST(CudaMatmulHostTest, TunerTakesTheLargestRingThenTheMostWarps) {
+  const MatmulDecodeConfig ring64_8warps{4, 4, 2, 4}, ring64_4warps{4, 8, 2, 2}, ring32_8warps{4, 2, 2, 4},
+      ring128{4, 8, 4, 2};
+  ASSERT_EQ(cuda::matmul_decode_ring_bytes(ring64_8warps, DType::BF16), 64u * 1024);
+  ASSERT_EQ(cuda::matmul_decode_ring_bytes(ring64_4warps, DType::BF16), 64u * 1024);
+  ASSERT_EQ(cuda::matmul_decode_ring_bytes(ring32_8warps, DType::BF16), 32u * 1024);
+  ASSERT_GT(cuda::matmul_decode_ring_bytes(ring128, DType::BF16), 64u * 1024);
+  const MatmulDecodeConfig fallback = cuda::matmul_decode_default_config(24576, 4096, DType::BF16);
+  using Timed = std::vector<std::pair<MatmulDecodeConfig, float>>;
+  float us = 0;
+  // The eighth-session case: the 4-warp 64 KB ring timed 1% faster alone; the 8-warp one is taken.
+  EXPECT_EQ(cuda::choose_decode_config(Timed{{ring64_4warps, 49.0f}, {ring64_8warps, 49.5f}, {ring32_8warps, 48.8f}},
+                                       DType::BF16, fallback, &us),
+            ring64_8warps);
+  EXPECT_EQ(us, 49.5f);
+  // Outside the tie, the fastest within it wins; a 128 KB ring never does.
+  EXPECT_EQ(cuda::choose_decode_config(Timed{{ring64_8warps, 60.0f}, {ring32_8warps, 48.0f}, {ring128, 40.0f}},
+                                       DType::BF16, fallback),
+            ring32_8warps);
+  EXPECT_EQ(cuda::choose_decode_config(Timed{{ring128, 40.0f}}, DType::BF16, fallback, &us), fallback);
+  EXPECT_EQ(us, 0.0f);
+  EXPECT_EQ(cuda::choose_decode_config(Timed{}, DType::BF16, fallback), fallback);
 }
 
 // Broken preconditions abort naming the op, before any device work (so no GPU is needed).
