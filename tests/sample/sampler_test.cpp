@@ -219,6 +219,24 @@ TEST(Sampler, SamePicksAsThePlainDefinitionOnEveryKindOfRow) {
   EXPECT_EQ(differing, 0);
 }
 
+// A row of `vocab` logits of one kind, normal with the given spread: smooth, with many ties, a tenth -inf,
+// a fifth signed zeros, a flat top over a far tail, or only about 1% of them valid (the rest -inf).
+enum class RowKind { kSmooth, kTies, kSomeNegInf, kSignedZeros, kFlatTop, kFewValid };
+std::vector<float> random_row(int vocab, RowKind kind, float spread, std::mt19937& rng) {
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  std::normal_distribution<float> normal(0.0f, spread);
+  for (float& x : logits) {
+    x = normal(rng);
+    if (kind == RowKind::kTies) x = std::round(x);
+    if (kind == RowKind::kSomeNegInf && std::uniform_int_distribution<int>(0, 9)(rng) == 0) x = -INFINITY;
+    if (kind == RowKind::kSignedZeros && std::uniform_int_distribution<int>(0, 4)(rng) == 0)
+      x = std::uniform_int_distribution<int>(0, 1)(rng) ? 0.0f : -0.0f;
+    if (kind == RowKind::kFlatTop) x = std::uniform_int_distribution<int>(0, 3)(rng) == 0 ? 30.0f : -30.0f;
+    if (kind == RowKind::kFewValid && std::uniform_int_distribution<int>(0, 99)(rng) != 0) x = -INFINITY;
+  }
+  return logits;
+}
+
 // A row's best top_k candidates (x = logit / T, id), plus `extra` others, shuffled: what a device may hand
 // back (Backend::select_candidates: a superset in any order, as two arrays).
 struct CandidateSet {
@@ -251,17 +269,10 @@ TEST(Sampler, FromCandidatesIsSampleTokenOnTheWholeRow) {
   int checked = 0;
   for (int trial = 0; trial < 300; ++trial) {
     const int vocab = trial % 60 == 0 ? 151936 : std::uniform_int_distribution<int>(1, 3000)(rng);
-    std::vector<float> logits(static_cast<size_t>(vocab));
-    const int kind = trial % 7;
-    std::normal_distribution<float> normal(0.0f, std::array<float, 3>{0.5f, 3.0f, 20.0f}[trial % 3]);
-    for (float& x : logits) {
-      x = normal(rng);
-      if (kind == 1) x = std::round(x);
-      if (kind == 2 && std::uniform_int_distribution<int>(0, 9)(rng) == 0) x = -INFINITY;
-      if (kind == 3 && std::uniform_int_distribution<int>(0, 4)(rng) == 0) x = std::uniform_int_distribution<int>(0, 1)(rng) ? 0.0f : -0.0f;
-      if (kind == 4) x = std::uniform_int_distribution<int>(0, 3)(rng) == 0 ? 30.0f : -30.0f;
-      if (kind == 6 && std::uniform_int_distribution<int>(0, 99)(rng) != 0) x = -INFINITY;  // few valid tokens
-    }
+    const int kind = trial % 7;  // the RowKinds, and 5: one dominant token
+    const RowKind kinds[] = {RowKind::kSmooth, RowKind::kTies,   RowKind::kSomeNegInf, RowKind::kSignedZeros,
+                             RowKind::kFlatTop, RowKind::kSmooth, RowKind::kFewValid};
+    std::vector<float> logits = random_row(vocab, kinds[kind], std::array<float, 3>{0.5f, 3.0f, 20.0f}[trial % 3], rng);
     if (kind == 5) logits[static_cast<size_t>(std::uniform_int_distribution<int>(0, vocab - 1)(rng))] = 60.0f;
     SamplingParams p;
     p.temperature = std::array<float, 3>{0.3f, 0.7f, 1.3f}[(trial / 7) % 3];
@@ -319,15 +330,10 @@ TEST(Sampler, FromTheBestCandidatesAndTheTotalWithoutTopK) {
   int checked = 0, decided = 0, peaked = 0, peaked_decided = 0;
   for (int trial = 0; trial < 240; ++trial) {
     const int vocab = trial % 40 == 0 ? 151936 : std::uniform_int_distribution<int>(1, 4000)(rng);
-    std::vector<float> logits(static_cast<size_t>(vocab));
-    const int kind = trial % 6;
-    std::normal_distribution<float> normal(0.0f, std::array<float, 3>{0.5f, 3.0f, 20.0f}[trial % 3]);
-    for (float& x : logits) {
-      x = normal(rng);
-      if (kind == 1) x = std::round(x);
-      if (kind == 2 && std::uniform_int_distribution<int>(0, 9)(rng) == 0) x = -INFINITY;
-      if (kind == 3 && std::uniform_int_distribution<int>(0, 99)(rng) != 0) x = -INFINITY;  // few valid tokens
-    }
+    const int kind = trial % 6;  // RowKinds, and 4: one token at 1e30, 5: peaked
+    const RowKind kinds[] = {RowKind::kSmooth, RowKind::kTies, RowKind::kSomeNegInf,
+                             RowKind::kFewValid, RowKind::kSmooth, RowKind::kSmooth};
+    std::vector<float> logits = random_row(vocab, kinds[kind], std::array<float, 3>{0.5f, 3.0f, 20.0f}[trial % 3], rng);
     if (kind == 4) logits[static_cast<size_t>(std::uniform_int_distribution<int>(0, vocab - 1)(rng))] = 1e30f;
     if (kind == 5)  // peaked: a few tokens far above the rest
       for (int i = 0; i < 5; ++i) logits[static_cast<size_t>(std::uniform_int_distribution<int>(0, vocab - 1)(rng))] += 25.0f;

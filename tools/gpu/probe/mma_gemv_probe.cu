@@ -89,6 +89,42 @@ __device__ __forceinline__ void mma_bf16(float* c, uint32_t a0, uint32_t a1, uin
 // eight rows an ldmatrix phase reads fall in eight different bank groups.
 __device__ __forceinline__ int swz(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
 
+// One ring stage of a warp: its 16 weight rows (A, 128-byte swizzled rows at ws) times the 8 · NT x rows
+// (B, at xs), kStepK of k, accumulated into the C fragments acc[n-tile].
+template <int NT>
+__device__ __forceinline__ void mma_stage(const uint8_t* ws, const uint8_t* xs, int lane, float (&acc)[NT][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kStepK / 16; ++kk) {
+    uint32_t a0, a1, a2, a3;
+    const int ar = (lane & 7) + ((lane >> 3) & 1) * 8;
+    ldmatrix_x4(ws + swz(ar, 2 * kk + (lane >> 4)), a0, a1, a2, a3);
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      uint32_t b0, b1;
+      ldmatrix_x2(xs + swz(j * 8 + (lane & 7), 2 * kk + ((lane >> 3) & 1)), b0, b1);
+      mma_bf16(acc[j], a0, a1, a2, a3, b0, b1);
+    }
+  }
+}
+
+// Adds the KW k warps' sums of feature warp fw (of fws) in kw order into warp (fw, 0)'s fragments, through
+// red ([kw][fw][NT · 4][32] floats); a block barrier between the writes and the reads.
+template <int NT, int KW>
+__device__ __forceinline__ void add_k_warps(float* red, int fw, int fws, int kw, int lane, float (&acc)[NT][4]) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) red[((kw * fws + fw) * NT * 4 + j * 4 + e) * 32 + lane] = acc[j][e];
+  __syncthreads();
+  if (kw != 0) return;
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+#pragma unroll
+      for (int q = 1; q < KW; ++q) acc[j][e] = __fadd_rn(acc[j][e], red[((q * fws + fw) * NT * 4 + j * 4 + e) * 32 + lane]);
+}
+
 struct Args {
   const __nv_bfloat16* x;  // (rows, k)
   const __nv_bfloat16* w;  // (n, k)
@@ -96,6 +132,25 @@ struct Args {
   int rows, n, k;
   bool hint;  // weights under the L2 evict_first policy (as the engine's decode matmul loads them)
 };
+
+// A warp's C fragments (features f0 + lane / 4 and + 8; rows 8j + 2 (lane % 4), + 1) into y's rows < rows.
+template <int NT>
+__device__ __forceinline__ void store_tile(const Args& a, int f0, int lane, const float (&acc)[NT][4]) {
+  const int f = f0 + (lane >> 2);
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int r = j * 8 + (lane & 3) * 2;
+    if (r < a.rows) {
+      a.y[static_cast<int64_t>(r) * a.n + f] = acc[j][0];
+      a.y[static_cast<int64_t>(r) * a.n + f + 8] = acc[j][2];
+    }
+    if (r + 1 < a.rows) {
+      a.y[static_cast<int64_t>(r + 1) * a.n + f] = acc[j][1];
+      a.y[static_cast<int64_t>(r + 1) * a.n + f + 8] = acc[j][3];
+    }
+  }
+}
+
 
 // NT n-tiles of 8 rows (rows <= 8 · NT); S ring stages; the 4 warps as FW feature warps × KW = 4 / FW k warps:
 // a tile is 16 · FW features, a stage 64 · KW of k, warp (fw, kw) multiplies its 16 features by its 64 k
@@ -154,51 +209,11 @@ __global__ void __launch_bounds__(kThreads) mma_gemv(const Args a) {
     __syncthreads();
     const uint8_t* ws = smem + (t % S) * kStageBytes + (fw * KW + kw) * 2048;
     const uint8_t* xs = smem + (t % S) * kStageBytes + kWStageBytes + kw * kXSubBytes;
-#pragma unroll
-    for (int kk = 0; kk < kStepK / 16; ++kk) {
-      uint32_t a0, a1, a2, a3;
-      const int ar = (lane & 7) + ((lane >> 3) & 1) * 8;
-      ldmatrix_x4(ws + swz(ar, 2 * kk + (lane >> 4)), a0, a1, a2, a3);
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        uint32_t b0, b1;
-        const int br = j * 8 + (lane & 7);
-        ldmatrix_x2(xs + swz(br, 2 * kk + ((lane >> 3) & 1)), b0, b1);
-        mma_bf16(acc[j], a0, a1, a2, a3, b0, b1);
-      }
-    }
+    mma_stage<NT>(ws, xs, lane, acc);
     if (t % ksteps == ksteps - 1) {  // the tile's last step: the k warps' sums in kw order, stored
       const int tile = static_cast<int>(blockIdx.x) + (t / ksteps) * static_cast<int>(gridDim.x);
-      if (KW > 1) {
-#pragma unroll
-        for (int j = 0; j < NT; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) red[((kw * FW + fw) * NT * 4 + j * 4 + e) * 32 + lane] = acc[j][e];
-        __syncthreads();
-        if (kw == 0) {
-#pragma unroll
-          for (int j = 0; j < NT; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-#pragma unroll
-              for (int q = 1; q < KW; ++q) acc[j][e] = __fadd_rn(acc[j][e], red[((q * FW + fw) * NT * 4 + j * 4 + e) * 32 + lane]);
-        }
-      }
-      if (kw == 0) {
-        const int f = tile * 16 * FW + fw * 16 + (lane >> 2);
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          const int r = j * 8 + (lane & 3) * 2;
-          if (r < a.rows) {
-            a.y[static_cast<int64_t>(r) * a.n + f] = acc[j][0];
-            a.y[static_cast<int64_t>(r) * a.n + f + 8] = acc[j][2];
-          }
-          if (r + 1 < a.rows) {
-            a.y[static_cast<int64_t>(r + 1) * a.n + f] = acc[j][1];
-            a.y[static_cast<int64_t>(r + 1) * a.n + f + 8] = acc[j][3];
-          }
-        }
-      }
+      if (KW > 1) add_k_warps<NT, KW>(red, fw, FW, kw, lane, acc);
+      if (kw == 0) store_tile<NT>(a, tile * 16 * FW + fw * 16, lane, acc);
 #pragma unroll
       for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
     }
@@ -254,49 +269,12 @@ __global__ void __launch_bounds__(kThreads) mma_gemv_warp_ring(const Args a) {
     wait_groups<S - 1>();
     __syncwarp();
     const uint8_t* ws = ring + (t % S) * kStage;
-    const uint8_t* xs = ws + kWBytes;
-#pragma unroll
-    for (int kk = 0; kk < kStepK / 16; ++kk) {
-      uint32_t a0, a1, a2, a3;
-      const int ar = (lane & 7) + ((lane >> 3) & 1) * 8;
-      ldmatrix_x4(ws + swz(ar, 2 * kk + (lane >> 4)), a0, a1, a2, a3);
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        uint32_t b0, b1;
-        ldmatrix_x2(xs + swz(j * 8 + (lane & 7), 2 * kk + ((lane >> 3) & 1)), b0, b1);
-        mma_bf16(acc[j], a0, a1, a2, a3, b0, b1);
-      }
-    }
+    mma_stage<NT>(ws, ws + kWBytes, lane, acc);
     __syncwarp();  // the stage is refilled by this warp's next issue
     if (t % ksteps == ksteps - 1) {
       const int tile = static_cast<int>(blockIdx.x) + (t / ksteps) * static_cast<int>(gridDim.x);
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) red[(kw * NT * 4 + j * 4 + e) * 32 + lane] = acc[j][e];
-      __syncthreads();
-      if (kw == 0) {
-        const int f = tile * 16 + (lane >> 2);
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          float v[4];
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            v[e] = acc[j][e];
-#pragma unroll
-            for (int q = 1; q < kWarps; ++q) v[e] = __fadd_rn(v[e], red[(q * NT * 4 + j * 4 + e) * 32 + lane]);
-          }
-          const int r = j * 8 + (lane & 3) * 2;
-          if (r < a.rows) {
-            a.y[static_cast<int64_t>(r) * a.n + f] = v[0];
-            a.y[static_cast<int64_t>(r) * a.n + f + 8] = v[2];
-          }
-          if (r + 1 < a.rows) {
-            a.y[static_cast<int64_t>(r + 1) * a.n + f] = v[1];
-            a.y[static_cast<int64_t>(r + 1) * a.n + f + 8] = v[3];
-          }
-        }
-      }
+      add_k_warps<NT, kWarps>(red, 0, 1, kw, lane, acc);
+      if (kw == 0) store_tile<NT>(a, tile * 16, lane, acc);
       __syncthreads();  // red is written again at the next tile's end
 #pragma unroll
       for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
