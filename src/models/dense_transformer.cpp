@@ -54,7 +54,7 @@ class DenseTransformer final : public Model {
   Tensor logits_;       // (min(rows, kMaxLogitRows), vocab)
   Tensor argmax_;       // (min(rows, kMaxLogitRows)) I32: each logit row's greedy token
   // Sampling candidates per logit row (CandidateOutputs): x F32 and ids I32 (rows, kMaxCandidates);
-  // temperature F32, top_k, count, valid I32 (rows).
+  // temperature F32, top_k, count, valid I32, the softmax total F64 (rows).
   Tensor cand_x_, cand_ids_, cand_temperature_, cand_top_k_, cand_count_, cand_valid_, cand_total_;
   int last_logit_rows_ = 0;  // the logit rows of the last forward (last_logits)
   Tensor inv_freq_;     // (rot_dim / 2)

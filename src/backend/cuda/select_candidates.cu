@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_collect(const SelectArg
 __global__ void __launch_bounds__(kSelectThreads) select_group_sums(const SelectArgs a) {
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   pdl_launch_dependents();
-  constexpr int kRun = 1 << kSumGroupShift, kRuns = kSelectSumIds / kRun, kPad = kRun + 1;  // padded: no bank conflicts
+  constexpr int kRun = 1 << kSumGroupShift, kRuns = kSelectSumIds / kRun, kPad = kRun + 1;  // padded: the summing threads' reads conflict at most 2-way
   static_assert(kSelectSumIds == kRun * kRun, "a group is the tree's second level");
   __shared__ uint32_t red[kSelectThreads / 32];
   __shared__ double s_term[kRuns * kPad];
