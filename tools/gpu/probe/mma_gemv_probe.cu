@@ -20,8 +20,9 @@
 // Prints µs per call and GB/s of weight traffic (each call reads a different copy of the weights, together
 // beyond the L2; a CUDA graph of the calls) beside the device-to-device copy bandwidth, for Qwen3-8B's
 // shapes and R = 1 .. 64, and the largest difference from a plain F32 reference. The L2 evict_first hint
-// the engine gives its weight loads raised "illegal instruction" in this build (not diagnosed); "nohint"
-// runs without it. Built and run by hand on the GPU machine:
+// the engine gives its weight loads raised "illegal instruction" in this build (compute-sanitizer: at the
+// hinted cp.async; triton-lang/triton#11660 reports ptxas miscompiling fractional cache policies on cp.async,
+// fixed in ptxas 13.4.59 — this toolkit is 13.0); "nohint" runs without it. Built and run by hand on the GPU machine:
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -o mma_gemv_probe tools/gpu/probe/mma_gemv_probe.cu
 //   ./mma_gemv_probe [stages: 4|6|8] [nohint]
 #include <cuda_bf16.h>
