@@ -11,15 +11,17 @@
 //  - "warp": 16 features a block; each of the 4 warps streams every 4th k step of them through its own
 //    ring, so a step needs only the warp's own cp.async wait and a __syncwarp; the warps' sums are added
 //    in warp order at the tile's end.
+//  - "split": the warp ring with x as two BF16 rows per row (hi = bf16(x), lo = bf16(x - hi): about 16 bits
+//    of x, near the decode kernel's F32), both parts' products summed at the store: 4 rows per n-tile.
 //  - "FWxKW": the 4 warps as FW feature warps × KW k warps over one block-wide ring (a barrier per stage).
 // Each output element is the dot product of one weight row and one x row accumulated in k order by the
 // same instruction sequence whatever R is, so row r of an R-row call is bitwise row r alone: checked here
-// for three rows of every call. x is BF16 (rounded once, as the prefill path already does), not the
-// decode kernel's F32. No fusion, no programmatic dependent launch.
+// for three rows of every call. x is BF16 (rounded once, as the prefill path already does) or split in two
+// BF16 parts, not the decode kernel's F32. No fusion, no programmatic dependent launch.
 //
 // Prints µs per call and GB/s of weight traffic (each call reads a different copy of the weights, together
 // beyond the L2; a CUDA graph of the calls) beside the device-to-device copy bandwidth, for Qwen3-8B's
-// shapes and R = 1 .. 64, and the largest difference from a plain F32 reference. The L2 evict_first hint
+// shapes and R = 1 .. 64, and the largest difference from the F32 product of the unrounded x. The L2 evict_first hint
 // the engine gives its weight loads raised "illegal instruction" in this build (compute-sanitizer: at the
 // hinted cp.async; triton-lang/triton#11660 reports ptxas miscompiling fractional cache policies on cp.async,
 // fixed in ptxas 13.4.59 — this toolkit is 13.0); "nohint" runs without it. Built and run by hand on the GPU machine:
@@ -153,6 +155,21 @@ __device__ __forceinline__ void store_tile(const Args& a, int f0, int lane, cons
 }
 
 
+// The split form's store: B column 2r holds row r's high BF16 part, 2r + 1 its remainder, so a thread's c0 + c1
+// (c2 + c3) is row j·4 + lane % 4 of feature f0 + lane / 4 (+ 8).
+template <int NT>
+__device__ __forceinline__ void store_tile_split(const Args& a, int f0, int lane, const float (&acc)[NT][4]) {
+  const int f = f0 + (lane >> 2);
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int r = j * 4 + (lane & 3);
+    if (r < a.rows) {
+      a.y[static_cast<int64_t>(r) * a.n + f] = __fadd_rn(acc[j][0], acc[j][1]);
+      a.y[static_cast<int64_t>(r) * a.n + f + 8] = __fadd_rn(acc[j][2], acc[j][3]);
+    }
+  }
+}
+
 // NT n-tiles of 8 rows (rows <= 8 · NT); S ring stages; the 4 warps as FW feature warps × KW = 4 / FW k warps:
 // a tile is 16 · FW features, a stage 64 · KW of k, warp (fw, kw) multiplies its 16 features by its 64 k
 // of each stage, and the KW warps' sums are added in kw order at the tile's end.
@@ -226,7 +243,9 @@ __global__ void __launch_bounds__(kThreads) mma_gemv(const Args a) {
 // through its own ring (its 16 weight rows and the x rows of those k), so that waiting for its own copies
 // and a __syncwarp is all the synchronisation a step needs; the four warps' sums are added in kw order
 // at the tile's end (the one block barrier per tile).
-template <int NT, int S>
+// kSplit: x as two BF16 rows per row (x = hi + lo, to about 16 bits; Args::x holds 2 · rows rows), each
+// n-tile 4 rows of x, the two parts' sums added at the store.
+template <int NT, int S, bool kSplit = false>
 __global__ void __launch_bounds__(kThreads) mma_gemv_warp_ring(const Args a) {
   extern __shared__ __align__(128) uint8_t smem[];
   constexpr int kWBytes = 16 * kStepK * 2, kXBytes = NT * 8 * kStepK * 2, kStage = kWBytes + kXBytes;
@@ -253,7 +272,7 @@ __global__ void __launch_bounds__(kThreads) mma_gemv_warp_ring(const Args a) {
 #pragma unroll
       for (int j = 0; j < 2 * NT; ++j) {
         const int piece = j * 32 + lane, r = piece >> 3, c = piece & 7;
-        const bool valid = r < a.rows;
+        const bool valid = r < (kSplit ? 2 * a.rows : a.rows);
         cp16(stage + kWBytes + swz(r, c), a.x + static_cast<int64_t>(valid ? r : 0) * a.k + k0 + c * 8, valid, policy,
              false);
       }
@@ -275,7 +294,10 @@ __global__ void __launch_bounds__(kThreads) mma_gemv_warp_ring(const Args a) {
     if (t % ksteps == ksteps - 1) {
       const int tile = static_cast<int>(blockIdx.x) + (t / ksteps) * static_cast<int>(gridDim.x);
       add_k_warps<NT, kWarps>(red, 0, 1, kw, lane, acc);
-      if (kw == 0) store_tile<NT>(a, tile * 16, lane, acc);
+      if (kw == 0) {
+        if (kSplit) store_tile_split<NT>(a, tile * 16, lane, acc);
+        else store_tile<NT>(a, tile * 16, lane, acc);
+      }
       __syncthreads();  // red is written again at the next tile's end
 #pragma unroll
       for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -283,13 +305,33 @@ __global__ void __launch_bounds__(kThreads) mma_gemv_warp_ring(const Args a) {
   }
 }
 
-__global__ void reference(const Args a) {
+// x (rows, k) F32 -> BF16 rounded (x1), and the split form x2 (2 · rows, k): hi = bf16(x), lo = bf16(x - hi).
+__global__ void prepare_x(const float* xf, int64_t rows, int64_t k, __nv_bfloat16* x1, __nv_bfloat16* x2) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * k; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / k, c = i % k;
+    const __nv_bfloat16 hi = __float2bfloat16(xf[i]);
+    x1[i] = hi;
+    x2[(2 * r) * k + c] = hi;
+    x2[(2 * r + 1) * k + c] = __float2bfloat16(xf[i] - __bfloat162float(hi));
+  }
+}
+
+__global__ void reference_f32(const float* xf, const __nv_bfloat16* w, float* y, int n, int k) {
   const int f = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
-  if (f >= a.n) return;
+  if (f >= n) return;
   float s = 0.0f;
-  for (int i = 0; i < a.k; ++i)
-    s = fmaf(__bfloat162float(a.w[static_cast<int64_t>(f) * a.k + i]), __bfloat162float(a.x[static_cast<int64_t>(r) * a.k + i]), s);
-  a.y[static_cast<int64_t>(r) * a.n + f] = s;
+  for (int i = 0; i < k; ++i) s = fmaf(__bfloat162float(w[static_cast<int64_t>(f) * k + i]), xf[static_cast<int64_t>(r) * k + i], s);
+  y[static_cast<int64_t>(r) * n + f] = s;
+}
+
+__global__ void fill_f32(float* p, int64_t n, uint32_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    p[i] = static_cast<float>(h & 0xffffff) / 8388608.0f - 1.0f;
+  }
 }
 
 __global__ void fill(__nv_bfloat16* p, int64_t n, uint32_t seed, float scale) {
@@ -312,19 +354,20 @@ Kernel pick_nt(int nt) {
     default: return mma_gemv<8, S, FW>;
   }
 }
-template <int S>
+template <int S, bool kSplit>
 Kernel pick_warp_ring(int nt) {
   switch (nt) {
-    case 1: return mma_gemv_warp_ring<1, S>;
-    case 2: return mma_gemv_warp_ring<2, S>;
-    case 4: return mma_gemv_warp_ring<4, S>;
-    default: return mma_gemv_warp_ring<8, S>;
+    case 1: return mma_gemv_warp_ring<1, S, kSplit>;
+    case 2: return mma_gemv_warp_ring<2, S, kSplit>;
+    case 4: return mma_gemv_warp_ring<4, S, kSplit>;
+    default: return mma_gemv_warp_ring<8, S, kSplit>;
   }
 }
-// fw 0: the warp-ring variant (16 features a block).
+// fw 0: the warp-ring variant (16 features a block); -1: the same with x split in two BF16 parts.
 template <int S>
 Kernel pick_fw(int nt, int fw) {
-  if (fw == 0) return pick_warp_ring<S>(nt);
+  if (fw == 0) return pick_warp_ring<S, false>(nt);
+  if (fw < 0) return pick_warp_ring<S, true>(nt);
   switch (fw) {
     case 1: return pick_nt<S, 1>(nt);
     case 2: return pick_nt<S, 2>(nt);
@@ -339,7 +382,7 @@ Kernel pick_kernel(int nt, int stages, int fw) {
   }
 }
 size_t smem_of(int nt, int stages, int fw) {
-  if (fw == 0) return static_cast<size_t>(kWarps) * stages * (16 * kStepK * 2 + nt * 8 * kStepK * 2) + size_t{kWarps} * nt * 4 * 32 * 4;
+  if (fw <= 0) return static_cast<size_t>(kWarps) * stages * (16 * kStepK * 2 + nt * 8 * kStepK * 2) + size_t{kWarps} * nt * 4 * 32 * 4;
   const int kw = kWarps / fw;
   return static_cast<size_t>(stages) * (kWStageBytes + kw * nt * 8 * kStepK * 2) + size_t{4} * kWarps * nt * 4 * 32 * 4;
 }
@@ -353,7 +396,7 @@ int grid_of(Kernel kernel, size_t smem, int tiles, int sms, int* per_sm) {
   return std::min(tiles, *per_sm * sms);
 }
 
-const char* label(int fw) { return fw == 0 ? "warp" : fw == 1 ? "1x4" : fw == 2 ? "2x2" : "4x1"; }
+const char* label(int fw) { return fw < 0 ? "split" : fw == 0 ? "warp" : fw == 1 ? "1x4" : fw == 2 ? "2x2" : "4x1"; }
 
 int main(int argc, char** argv) {
   const int stages = argc > 1 ? std::atoi(argv[1]) : 6;
@@ -399,13 +442,15 @@ int main(int argc, char** argv) {
   };
   const Shape shapes[] = {{"qkv", 6144, 4096}, {"o_proj", 4096, 4096}, {"gate_up", 24576, 4096}, {"down", 4096, 12288}};
   const int row_counts[] = {1, 2, 4, 8, 16, 32, 64};
-  __nv_bfloat16* x;
-  float *y, *y_ref, *y_one;
+  __nv_bfloat16 *x, *x2;
+  float *xf, *y, *y_ref, *y_one;
+  CK(cudaMalloc(&xf, sizeof(float) * 64 * 12288));
   CK(cudaMalloc(&x, sizeof(__nv_bfloat16) * 64 * 12288));
+  CK(cudaMalloc(&x2, sizeof(__nv_bfloat16) * 128 * 12288));
   CK(cudaMalloc(&y, sizeof(float) * 64 * 24576));
   CK(cudaMalloc(&y_ref, sizeof(float) * 64 * 24576));
   CK(cudaMalloc(&y_one, sizeof(float) * 64 * 24576));
-  fill<<<256, 256, 0, stream>>>(x, int64_t{64} * 12288, 7u, 1.0f);
+  fill_f32<<<256, 256, 0, stream>>>(xf, int64_t{64} * 12288, 7u);
   std::printf("%-8s %5s %6s %9s %9s %7s %12s %10s\n", "shape", "rows", "warps", "us/call", "GB/s", "ratio", "max |diff|",
               "invariant");
   for (const Shape& s : shapes) {
@@ -414,24 +459,29 @@ int main(int argc, char** argv) {
     __nv_bfloat16* w;
     CK(cudaMalloc(&w, w_bytes * copies));
     fill<<<1024, 256, 0, stream>>>(w, w_elems * copies, 11u, 1.0f / std::sqrt(static_cast<float>(s.k)));
+    prepare_x<<<256, 256, 0, stream>>>(xf, 64, s.k, x, x2);
     for (int rows : row_counts)
-      for (int fw : {0, 1, 2, 4}) {
-      const int nt = rows <= 8 ? 1 : rows <= 16 ? 2 : rows <= 32 ? 4 : 8;
+      for (int fw : {0, -1, 1, 2, 4}) {
+      const int rows_per_tile = fw < 0 ? 4 : 8;  // the split form takes two B columns a row
+      const int tiles_b = (rows + rows_per_tile - 1) / rows_per_tile;
+      if (tiles_b > 8) continue;
+      const int nt = tiles_b <= 1 ? 1 : tiles_b <= 2 ? 2 : tiles_b <= 4 ? 4 : 8;
+      const __nv_bfloat16* xb = fw < 0 ? x2 : x;
+      const int64_t x_row = (fw < 0 ? 2 : 1) * int64_t{s.k};  // a row's elements in xb
       const Kernel kernel = pick_kernel(nt, stages, fw);
       const size_t smem = smem_of(nt, stages, fw);
       int per_sm = 0;
-      const int tiles = s.n / (16 * std::max(fw, 1));
+      const int tiles = s.n / (16 * std::max(fw, 1));  // fw <= 0: 16 features a block
       const int grid = grid_of(kernel, smem, tiles, sms, &per_sm);
       if (grid == 0) {
         std::printf("%-8s %5d %6s   (%zu bytes of shared memory: does not fit)\n", s.name, rows, label(fw), smem);
         continue;
       }
-      // Correctness against the plain F32 reference, and row invariance: rows computed alone (R = 1, the
-      // same configuration otherwise) against the same rows of this call.
-      Args a{x, w, y, rows, s.n, s.k, hint};
+      // The largest difference from the F32 product (x unrounded), and row invariance: rows computed alone
+      // (R = 1, the same configuration otherwise) against the same rows of this call.
+      Args a{xb, w, y, rows, s.n, s.k, hint};
       kernel<<<grid, kThreads, smem, stream>>>(a);
-      Args ar{x, w, y_ref, rows, s.n, s.k, hint};
-      reference<<<dim3((s.n + 127) / 128, rows), 128, 0, stream>>>(ar);
+      reference_f32<<<dim3((s.n + 127) / 128, rows), 128, 0, stream>>>(xf, w, y_ref, s.n, s.k);
       std::vector<float> got(static_cast<size_t>(rows) * s.n), want(got.size()), alone(static_cast<size_t>(s.n));
       CK(cudaMemcpyAsync(got.data(), y, sizeof(float) * got.size(), cudaMemcpyDeviceToHost, stream));
       CK(cudaMemcpyAsync(want.data(), y_ref, sizeof(float) * want.size(), cudaMemcpyDeviceToHost, stream));
@@ -441,7 +491,7 @@ int main(int argc, char** argv) {
         const size_t smem1 = smem_of(1, stages, fw);
         int per_sm1 = 0;
         const int grid1 = grid_of(one, smem1, tiles, sms, &per_sm1);
-        Args a1{x + static_cast<int64_t>(r) * s.k, w, y_one, 1, s.n, s.k, hint};
+        Args a1{xb + r * x_row, w, y_one, 1, s.n, s.k, hint};
         one<<<grid1, kThreads, smem1, stream>>>(a1);
         CK(cudaMemcpyAsync(alone.data(), y_one, sizeof(float) * s.n, cudaMemcpyDeviceToHost, stream));
         CK(cudaStreamSynchronize(stream));
@@ -456,7 +506,7 @@ int main(int argc, char** argv) {
       cudaGraphExec_t exec;
       CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
       for (int c = 0; c < copies; ++c) {
-        Args ac{x, w + c * w_elems, y, rows, s.n, s.k, hint};
+        Args ac{xb, w + c * w_elems, y, rows, s.n, s.k, hint};
         kernel<<<grid, kThreads, smem, stream>>>(ac);
       }
       CK(cudaStreamEndCapture(stream, &graph));
