@@ -4,20 +4,18 @@
 // decode kernel multiplies on CUDA cores and reads the weights once per row group, which for 8–64 rows
 // falls far below the bandwidth (docs/benchmarks.md, tenth session).
 //
-// The kernels: y(R, n) = x(R, k) · w(n, k)ᵀ with mma.sync m16n8k16 (bf16 in, f32 accumulate), the weights as
-// the A operand (16 output features per warp) and the rows of x as B (n-tiles of 8 rows; R = 1 pads one
-// tile with zero rows); weight and x tiles stream through cp.async rings in shared memory (XOR-swizzled
-// 16-byte pieces, read by ldmatrix without bank conflicts), over a persistent grid of feature tiles.
-//  - "warp": 16 features a block; each of the 4 warps streams every 4th k step of them through its own
-//    ring, so a step needs only the warp's own cp.async wait and a __syncwarp; the warps' sums are added
-//    in warp order at the tile's end.
-//  - "split": the warp ring with x as two BF16 rows per row (hi = bf16(x), lo = bf16(x - hi): about 16 bits
-//    of x, near the decode kernel's F32), both parts' products summed at the store: 4 rows per n-tile.
-//  - "FWxKW": the 4 warps as FW feature warps × KW k warps over one block-wide ring (a barrier per stage).
-// Each output element is the dot product of one weight row and one x row accumulated in k order by the
-// same instruction sequence whatever R is, so row r of an R-row call is bitwise row r alone: checked here
-// for three rows of every call. x is BF16 (rounded once, as the prefill path already does) or split in two
-// BF16 parts, not the decode kernel's F32. No fusion, no programmatic dependent launch.
+// The kernel: y(R, n) = x(R, k) · w(n, k)ᵀ with mma.sync m16n8k16 (bf16 in, f32 accumulate), the weights as
+// the A operand (16 output features, a block's tile) and the rows of x as B (n-tiles of 8 rows; R = 1 pads
+// one tile with zero rows), over a persistent grid of feature tiles. Each of the block's 4 warps streams every
+// 4th k step of the tile through its own cp.async ring in shared memory (XOR-swizzled 16-byte pieces, read by
+// ldmatrix without bank conflicts), so a step needs only the warp's own wait and a __syncwarp; the warps' sums
+// are added in warp order at the tile's end. x is BF16 ("bf16", rounded once, as the prefill path already
+// does) or two BF16 rows per row ("split": hi = bf16(x), lo = bf16(x - hi), about 16 bits of x, both parts'
+// products summed at the store, 4 rows per n-tile). (The first version, commit fb80320, also had block-wide
+// rings with a barrier per stage: slower, docs/benchmarks.md.) Each output element is the dot product of one
+// weight row and one x row accumulated in k order by the same instruction sequence whatever R is, so row r of
+// an R-row call is bitwise row r alone: checked here for three rows of every call. No fusion, no
+// programmatic dependent launch.
 //
 // Prints µs per call and GB/s of weight traffic (each call reads a different copy of the weights, together
 // beyond the L2; a CUDA graph of the calls) beside the device-to-device copy bandwidth, for Qwen3-8B's
@@ -49,7 +47,6 @@
 
 constexpr int kWarps = 4, kThreads = kWarps * 32;
 constexpr int kStepK = 64;                  // k per warp per ring stage: 128 bytes of a row, 8 pieces of 16 bytes
-constexpr int kWStageBytes = kWarps * 16 * kStepK * 2;  // 8 KB: FW · 16 features × KW · 64 k
 
 __device__ __forceinline__ uint64_t evict_first_policy() {
   uint64_t p;
@@ -110,22 +107,22 @@ __device__ __forceinline__ void mma_stage(const uint8_t* ws, const uint8_t* xs, 
   }
 }
 
-// Adds the KW k warps' sums of feature warp fw (of fws) in kw order into warp (fw, 0)'s fragments, through
-// red ([kw][fw][NT · 4][32] floats); a block barrier between the writes and the reads.
-template <int NT, int KW>
-__device__ __forceinline__ void add_k_warps(float* red, int fw, int fws, int kw, int lane, float (&acc)[NT][4]) {
+// Adds the kWarps warps' sums in warp order into warp 0's fragments, through red ([warp][NT · 4][32] floats);
+// a block barrier between the writes and the reads.
+template <int NT>
+__device__ __forceinline__ void add_warps(float* red, int warp, int lane, float (&acc)[NT][4]) {
 #pragma unroll
   for (int j = 0; j < NT; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) red[((kw * fws + fw) * NT * 4 + j * 4 + e) * 32 + lane] = acc[j][e];
+    for (int e = 0; e < 4; ++e) red[(warp * NT * 4 + j * 4 + e) * 32 + lane] = acc[j][e];
   __syncthreads();
-  if (kw != 0) return;
+  if (warp != 0) return;
 #pragma unroll
   for (int j = 0; j < NT; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
 #pragma unroll
-      for (int q = 1; q < KW; ++q) acc[j][e] = __fadd_rn(acc[j][e], red[((q * fws + fw) * NT * 4 + j * 4 + e) * 32 + lane]);
+      for (int q = 1; q < kWarps; ++q) acc[j][e] = __fadd_rn(acc[j][e], red[(q * NT * 4 + j * 4 + e) * 32 + lane]);
 }
 
 struct Args {
@@ -167,75 +164,6 @@ __device__ __forceinline__ void store_tile_split(const Args& a, int f0, int lane
       a.y[static_cast<int64_t>(r) * a.n + f] = __fadd_rn(acc[j][0], acc[j][1]);
       a.y[static_cast<int64_t>(r) * a.n + f + 8] = __fadd_rn(acc[j][2], acc[j][3]);
     }
-  }
-}
-
-// NT n-tiles of 8 rows (rows <= 8 · NT); S ring stages; the 4 warps as FW feature warps × KW = 4 / FW k warps:
-// a tile is 16 · FW features, a stage 64 · KW of k, warp (fw, kw) multiplies its 16 features by its 64 k
-// of each stage, and the KW warps' sums are added in kw order at the tile's end.
-template <int NT, int S, int FW>
-__global__ void __launch_bounds__(kThreads) mma_gemv(const Args a) {
-  constexpr int KW = kWarps / FW;
-  extern __shared__ __align__(128) uint8_t smem[];
-  constexpr int kXSubBytes = NT * 8 * kStepK * 2;  // one k warp's x: 8 · NT rows × 64 k
-  constexpr int kStageBytes = kWStageBytes + KW * kXSubBytes;
-  float* red = reinterpret_cast<float*>(smem + S * kStageBytes);  // [kw][fw][NT · 4][32]
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int fw = warp / KW, kw = warp % KW;
-  const int ksteps = a.k / (kStepK * KW);
-  const int tiles = a.n / (16 * FW);
-  const int my_tiles = (tiles - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
-  const int total = my_tiles * ksteps;
-  const uint64_t policy = evict_first_policy();
-
-  const bool hint = a.hint;
-  // Stream position t (the block's tile t / ksteps, k step t % ksteps) into ring stage t % S, one commit
-  // group (empty past the end).
-  auto issue = [&](int t) __attribute__((always_inline)) {
-    uint8_t* stage = smem + (t % S) * kStageBytes;
-    if (t < total) {
-      const int tile = static_cast<int>(blockIdx.x) + (t / ksteps) * static_cast<int>(gridDim.x);
-      const int k0 = (t % ksteps) * kStepK * KW;
-      const __nv_bfloat16* w = a.w + static_cast<int64_t>(tile) * 16 * FW * a.k + k0;
-#pragma unroll
-      for (int j = 0; j < kWStageBytes / 16 / kThreads; ++j) {
-        // piece -> sub-tile (pf, pk) of 16 rows × 8 pieces
-        const int piece = j * kThreads + tid, sub = piece >> 7, r = (piece >> 3) & 15, c = piece & 7;
-        const int pf = sub / KW, pk = sub % KW;
-        cp16(stage + sub * 2048 + swz(r, c), w + static_cast<int64_t>(pf * 16 + r) * a.k + pk * kStepK + c * 8, true,
-             policy, hint);
-      }
-      uint8_t* xs = stage + kWStageBytes;
-      for (int piece = tid; piece < KW * NT * 8 * 8; piece += kThreads) {
-        const int pk = piece / (NT * 64), r = (piece >> 3) % (NT * 8), c = piece & 7;
-        const bool valid = r < a.rows;
-        cp16(xs + pk * kXSubBytes + swz(r, c), a.x + static_cast<int64_t>(valid ? r : 0) * a.k + k0 + pk * kStepK + c * 8,
-             valid, policy, false);
-      }
-    }
-    commit();
-  };
-
-  float acc[NT][4];
-#pragma unroll
-  for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-#pragma unroll
-  for (int t = 0; t < S - 1; ++t) issue(t);
-  for (int t = 0; t < total; ++t) {
-    issue(t + S - 1);
-    wait_groups<S - 1>();
-    __syncthreads();
-    const uint8_t* ws = smem + (t % S) * kStageBytes + (fw * KW + kw) * 2048;
-    const uint8_t* xs = smem + (t % S) * kStageBytes + kWStageBytes + kw * kXSubBytes;
-    mma_stage<NT>(ws, xs, lane, acc);
-    if (t % ksteps == ksteps - 1) {  // the tile's last step: the k warps' sums in kw order, stored
-      const int tile = static_cast<int>(blockIdx.x) + (t / ksteps) * static_cast<int>(gridDim.x);
-      if (KW > 1) add_k_warps<NT, KW>(red, fw, FW, kw, lane, acc);
-      if (kw == 0) store_tile<NT>(a, tile * 16 * FW + fw * 16, lane, acc);
-#pragma unroll
-      for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-    }
-    __syncthreads();  // the stage (and red) are written again next
   }
 }
 
@@ -293,7 +221,7 @@ __global__ void __launch_bounds__(kThreads) mma_gemv_warp_ring(const Args a) {
     __syncwarp();  // the stage is refilled by this warp's next issue
     if (t % ksteps == ksteps - 1) {
       const int tile = static_cast<int>(blockIdx.x) + (t / ksteps) * static_cast<int>(gridDim.x);
-      add_k_warps<NT, kWarps>(red, 0, 1, kw, lane, acc);
+      add_warps<NT>(red, kw, lane, acc);
       if (kw == 0) {
         if (kSplit) store_tile_split<NT>(a, tile * 16, lane, acc);
         else store_tile<NT>(a, tile * 16, lane, acc);
@@ -345,17 +273,8 @@ __global__ void fill(__nv_bfloat16* p, int64_t n, uint32_t seed, float scale) {
 }
 
 using Kernel = void (*)(const Args);
-template <int S, int FW>
-Kernel pick_nt(int nt) {
-  switch (nt) {
-    case 1: return mma_gemv<1, S, FW>;
-    case 2: return mma_gemv<2, S, FW>;
-    case 4: return mma_gemv<4, S, FW>;
-    default: return mma_gemv<8, S, FW>;
-  }
-}
 template <int S, bool kSplit>
-Kernel pick_warp_ring(int nt) {
+Kernel pick_nt(int nt) {
   switch (nt) {
     case 1: return mma_gemv_warp_ring<1, S, kSplit>;
     case 2: return mma_gemv_warp_ring<2, S, kSplit>;
@@ -363,28 +282,17 @@ Kernel pick_warp_ring(int nt) {
     default: return mma_gemv_warp_ring<8, S, kSplit>;
   }
 }
-// fw 0: the warp-ring variant (16 features a block); -1: the same with x split in two BF16 parts.
-template <int S>
-Kernel pick_fw(int nt, int fw) {
-  if (fw == 0) return pick_warp_ring<S, false>(nt);
-  if (fw < 0) return pick_warp_ring<S, true>(nt);
-  switch (fw) {
-    case 1: return pick_nt<S, 1>(nt);
-    case 2: return pick_nt<S, 2>(nt);
-    default: return pick_nt<S, 4>(nt);
-  }
-}
-Kernel pick_kernel(int nt, int stages, int fw) {
+template <bool kSplit>
+Kernel pick_kernel(int nt, int stages) {
   switch (stages) {
-    case 4: return pick_fw<4>(nt, fw);
-    case 6: return pick_fw<6>(nt, fw);
-    default: return pick_fw<8>(nt, fw);
+    case 4: return pick_nt<4, kSplit>(nt);
+    case 6: return pick_nt<6, kSplit>(nt);
+    default: return pick_nt<8, kSplit>(nt);
   }
 }
-size_t smem_of(int nt, int stages, int fw) {
-  if (fw <= 0) return static_cast<size_t>(kWarps) * stages * (16 * kStepK * 2 + nt * 8 * kStepK * 2) + size_t{kWarps} * nt * 4 * 32 * 4;
-  const int kw = kWarps / fw;
-  return static_cast<size_t>(stages) * (kWStageBytes + kw * nt * 8 * kStepK * 2) + size_t{4} * kWarps * nt * 4 * 32 * 4;
+Kernel pick_kernel(int nt, int stages, bool split) { return split ? pick_kernel<true>(nt, stages) : pick_kernel<false>(nt, stages); }
+size_t smem_of(int nt, int stages) {
+  return static_cast<size_t>(kWarps) * stages * (16 * kStepK * 2 + nt * 8 * kStepK * 2) + size_t{kWarps} * nt * 4 * 32 * 4;
 }
 // The grid: as many blocks as fit, or the tile count (0: the configuration does not fit).
 int grid_of(Kernel kernel, size_t smem, int tiles, int sms, int* per_sm) {
@@ -395,8 +303,6 @@ int grid_of(Kernel kernel, size_t smem, int tiles, int sms, int* per_sm) {
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, kernel, kThreads, smem));
   return std::min(tiles, *per_sm * sms);
 }
-
-const char* label(int fw) { return fw < 0 ? "split" : fw == 0 ? "warp" : fw == 1 ? "1x4" : fw == 2 ? "2x2" : "4x1"; }
 
 int main(int argc, char** argv) {
   const int stages = argc > 1 ? std::atoi(argv[1]) : 6;
@@ -451,7 +357,7 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&y_ref, sizeof(float) * 64 * 24576));
   CK(cudaMalloc(&y_one, sizeof(float) * 64 * 24576));
   fill_f32<<<256, 256, 0, stream>>>(xf, int64_t{64} * 12288, 7u);
-  std::printf("%-8s %5s %6s %9s %9s %7s %12s %10s\n", "shape", "rows", "warps", "us/call", "GB/s", "ratio", "max |diff|",
+  std::printf("%-8s %5s %6s %9s %9s %7s %12s %10s\n", "shape", "rows", "x", "us/call", "GB/s", "ratio", "max |diff|",
               "invariant");
   for (const Shape& s : shapes) {
     const int64_t w_elems = int64_t{s.n} * s.k, w_bytes = w_elems * 2;
@@ -461,20 +367,21 @@ int main(int argc, char** argv) {
     fill<<<1024, 256, 0, stream>>>(w, w_elems * copies, 11u, 1.0f / std::sqrt(static_cast<float>(s.k)));
     prepare_x<<<256, 256, 0, stream>>>(xf, 64, s.k, x, x2);
     for (int rows : row_counts)
-      for (int fw : {0, -1, 1, 2, 4}) {
-      const int rows_per_tile = fw < 0 ? 4 : 8;  // the split form takes two B columns a row
+      for (bool split : {false, true}) {
+      const int rows_per_tile = split ? 4 : 8;  // the split form takes two B columns a row
       const int tiles_b = (rows + rows_per_tile - 1) / rows_per_tile;
       if (tiles_b > 8) continue;
       const int nt = tiles_b <= 1 ? 1 : tiles_b <= 2 ? 2 : tiles_b <= 4 ? 4 : 8;
-      const __nv_bfloat16* xb = fw < 0 ? x2 : x;
-      const int64_t x_row = (fw < 0 ? 2 : 1) * int64_t{s.k};  // a row's elements in xb
-      const Kernel kernel = pick_kernel(nt, stages, fw);
-      const size_t smem = smem_of(nt, stages, fw);
+      const __nv_bfloat16* xb = split ? x2 : x;
+      const int64_t x_row = (split ? 2 : 1) * int64_t{s.k};  // a row's elements in xb
+      const Kernel kernel = pick_kernel(nt, stages, split);
+      const size_t smem = smem_of(nt, stages);
       int per_sm = 0;
-      const int tiles = s.n / (16 * std::max(fw, 1));  // fw <= 0: 16 features a block
+      const int tiles = s.n / 16;
       const int grid = grid_of(kernel, smem, tiles, sms, &per_sm);
+      const char* name = split ? "split" : "bf16";
       if (grid == 0) {
-        std::printf("%-8s %5d %6s   (%zu bytes of shared memory: does not fit)\n", s.name, rows, label(fw), smem);
+        std::printf("%-8s %5d %6s   (%zu bytes of shared memory: does not fit)\n", s.name, rows, name, smem);
         continue;
       }
       // The largest difference from the F32 product (x unrounded), and row invariance: rows computed alone
@@ -487,8 +394,8 @@ int main(int argc, char** argv) {
       CK(cudaMemcpyAsync(want.data(), y_ref, sizeof(float) * want.size(), cudaMemcpyDeviceToHost, stream));
       bool invariant = true;
       for (int r : {0, rows / 2, rows - 1}) {
-        const Kernel one = pick_kernel(1, stages, fw);
-        const size_t smem1 = smem_of(1, stages, fw);
+        const Kernel one = pick_kernel(1, stages, split);
+        const size_t smem1 = smem_of(1, stages);
         int per_sm1 = 0;
         const int grid1 = grid_of(one, smem1, tiles, sms, &per_sm1);
         Args a1{xb + r * x_row, w, y_one, 1, s.n, s.k, hint};
@@ -524,7 +431,7 @@ int main(int argc, char** argv) {
       std::sort(ms.begin(), ms.end());
       const double us = ms[ms.size() / 2] * 1e3 / copies;
       const double gbps = w_bytes / (us * 1e-6) / 1e9;
-      std::printf("%-8s %5d %6s %9.2f %9.0f %7.3f %12.3g %10s   (grid %d, %d blocks/SM)\n", s.name, rows, label(fw), us,
+      std::printf("%-8s %5d %6s %9.2f %9.0f %7.3f %12.3g %10s   (grid %d, %d blocks/SM)\n", s.name, rows, name, us,
                   gbps, gbps / copy_gbps, max_diff, invariant ? "yes" : "NO", grid, per_sm);
       CK(cudaGraphExecDestroy(exec));
       CK(cudaGraphDestroy(graph));
