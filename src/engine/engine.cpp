@@ -142,20 +142,17 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& model_dir, const
   return e;
 }
 
-Status Engine::prefill(int32_t seq, std::span<const int32_t> prompt, size_t start, std::vector<float>& logits) {
+Result<size_t> Engine::prefill_chunk(int32_t seq, std::span<const int32_t> prompt, size_t start,
+                                     std::vector<float>& logits) {
   const int64_t vocab = model_->info().vocab_size;
   logits.resize(static_cast<size_t>(vocab));
-  const int max_rows = model_->max_rows();
-  for (size_t begin = start; begin < prompt.size(); begin += max_rows) {
-    const size_t end = std::min(prompt.size(), begin + max_rows);
-    Batch batch;
-    for (size_t i = begin; i < end; ++i)
-      batch.add(prompt[i], static_cast<int32_t>(i), seq, /*logits=*/i + 1 == prompt.size());
-    HELIUM_RETURN_IF_ERROR(kv_->plan(batch));
-    std::span<float> out = end == prompt.size() ? std::span<float>(logits) : std::span<float>();
-    HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), out));
-  }
-  return Status::ok();
+  const size_t end = std::min(prompt.size(), start + static_cast<size_t>(model_->max_rows()));
+  Batch batch;
+  for (size_t i = start; i < end; ++i) batch.add(prompt[i], static_cast<int32_t>(i), seq, /*logits=*/i + 1 == prompt.size());
+  HELIUM_RETURN_IF_ERROR(kv_->plan(batch));
+  std::span<float> out = end == prompt.size() ? std::span<float>(logits) : std::span<float>();
+  HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), out));
+  return end;
 }
 
 std::optional<Engine::CachedSequence> Engine::take_cached_prefix(std::span<const int32_t> prompt) {
@@ -251,8 +248,9 @@ Result<std::unique_ptr<ActiveGeneration>> Engine::begin(const GenerationRequest&
     return Status::error("the KV cache has " + std::to_string(kv_->free_positions()) +
                          " free positions, the request needs " + std::to_string(needed));
   HELIUM_RETURN_IF_ERROR(kv_->reserve(g->seq, prompt_len + g->limit));
-  HELIUM_RETURN_IF_ERROR(prefill(g->seq, req.prompt, reused, g->logits));
-  g->result.prefill_seconds = seconds_since(t0);
+  g->prefilled = static_cast<int64_t>(reused);
+  g->logits.resize(static_cast<size_t>(vocab));
+  g->result.prefill_seconds = seconds_since(t0);  // the chunks add theirs (prefill_step)
 
   g->stops = req.stop_tokens;
   if (!req.ignore_eos) g->stops.insert(g->stops.end(), eos_ids_.begin(), eos_ids_.end());
@@ -260,10 +258,21 @@ Result<std::unique_ptr<ActiveGeneration>> Engine::begin(const GenerationRequest&
   g->detok = std::make_unique<IncrementalDetokenizer>(tokenizer_, /*skip_special_tokens=*/false);
   g->stop_strings = std::make_unique<StopStrings>(req.stop_strings);
   g->result.finish_reason = "length";
-  g->done = g->limit == 0;
-  g->decode_start = std::chrono::steady_clock::now();
   guard.release();
   return g;
+}
+
+Status Engine::prefill_step(ActiveGeneration& g) {
+  if (!g.prefilling()) return Status::ok();
+  const auto t0 = std::chrono::steady_clock::now();
+  HELIUM_ASSIGN_OR_RETURN(size_t end, prefill_chunk(g.seq, g.request.prompt, static_cast<size_t>(g.prefilled), g.logits));
+  g.prefilled = static_cast<int64_t>(end);
+  g.result.prefill_seconds += seconds_since(t0);
+  if (!g.prefilling()) {
+    g.done = g.limit == 0;
+    g.decode_start = std::chrono::steady_clock::now();
+  }
+  return Status::ok();
 }
 
 bool Engine::sample_next(ActiveGeneration& g) {
@@ -299,7 +308,7 @@ bool Engine::sample_next(ActiveGeneration& g) {
 Status Engine::step(std::span<ActiveGeneration* const> generations) {
   std::vector<ActiveGeneration*> running;
   for (ActiveGeneration* g : generations) {
-    if (g->done) continue;
+    if (g->done || g->prefilling()) continue;
     if (sample_next(*g)) running.push_back(g);
     else g->done = true;
   }
@@ -397,6 +406,12 @@ void Engine::abort(ActiveGeneration& g) {
 
 Result<GenerationResult> Engine::generate(const GenerationRequest& req, const TokenCallback& on_token) {
   HELIUM_ASSIGN_OR_RETURN(std::unique_ptr<ActiveGeneration> g, begin(req, on_token));
+  while (g->prefilling()) {
+    if (Status st = prefill_step(*g); !st) {
+      abort(*g);
+      return st;
+    }
+  }
   ActiveGeneration* one[] = {g.get()};
   while (!g->done) {
     if (Status st = step(one); !st) {

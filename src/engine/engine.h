@@ -70,6 +70,7 @@ struct ActiveGeneration {
   GenerationRequest request;
   TokenCallback on_token;
   int32_t seq = -1;
+  int64_t prefilled = 0;                // prompt positions in the KV cache so far (Engine::prefill_step)
   int64_t limit = 0;                    // tokens it may still write at most, from the start
   int64_t generated = 0;                // tokens sampled so far
   std::vector<int32_t> context_tokens;  // prompt + output
@@ -86,6 +87,7 @@ struct ActiveGeneration {
   GenerationResult result;
   bool done = false;
   std::chrono::steady_clock::time_point decode_start;
+  bool prefilling() const { return prefilled < static_cast<int64_t>(request.prompt.size()); }
 };
 
 class Engine {
@@ -106,12 +108,16 @@ class Engine {
   Result<GenerationResult> generate(const GenerationRequest& request, const TokenCallback& on_token = nullptr);
 
   // The same, in pieces, for a caller that runs several requests at once (the Scheduler): begin() checks
-  // the request, takes its prompt-cache prefix, reserves KV room for everything it may write and
-  // prefills; step() samples one token for each unfinished generation and runs all that continue through
-  // ONE forward (a row each: rows are bitwise what they would be alone, so every request writes the
-  // tokens it would write by itself); end() finishes one (flushes held-back text, keeps its sequence in the
-  // prompt cache) and abort() drops one. A step error leaves every generation it touched to abort().
+  // the request, takes its prompt-cache prefix and reserves KV room for everything it may write;
+  // prefill_step() runs the next chunk of its prompt (the model's rows per forward: the chunks generate()
+  // uses, so the same bits) until prefilling() is false, so that a caller can decode other generations
+  // between the chunks of a long prompt; step() samples one token for each unfinished, prefilled
+  // generation (it skips the others) and runs all that continue through ONE forward (a row each: rows are
+  // bitwise what they would be alone, so every request writes the tokens it would write by itself); end()
+  // finishes one (flushes held-back text, keeps its sequence in the prompt cache) and abort() drops one.
+  // A prefill_step or step error leaves the generations it touched to abort().
   Result<std::unique_ptr<ActiveGeneration>> begin(const GenerationRequest& request, TokenCallback on_token);
+  Status prefill_step(ActiveGeneration& generation);
   Status step(std::span<ActiveGeneration* const> generations);
   GenerationResult end(ActiveGeneration& generation);
   void abort(ActiveGeneration& generation);
@@ -137,7 +143,9 @@ class Engine {
   Engine() = default;
   // Runs prompt[start:] through the model in chunks (positions [0, start) are already in the sequence's
   // KV); returns the logits of the prompt's last position.
-  Status prefill(int32_t seq, std::span<const int32_t> prompt, size_t start, std::vector<float>& logits);
+  // Runs prompt positions [start, start + the model's rows) of seq (fewer at the end); the chunk that ends
+  // the prompt writes its last position's logits. Returns where the next chunk starts.
+  Result<size_t> prefill_chunk(int32_t seq, std::span<const int32_t> prompt, size_t start, std::vector<float>& logits);
 
   // A finished sequence kept for reuse: its KV holds `tokens` at positions [0, tokens.size()).
   struct CachedSequence {

@@ -102,9 +102,11 @@ void Scheduler::finish(Pending& job, Result<GenerationResult> result) {
   if (job.on_done) job.on_done(std::move(result));
 }
 
-// The engine thread: admit what fits (prefilling each newcomer), run one decode step for every admitted
-// generation together, end the finished ones; sleep when there is nothing to do. Requests are admitted in
-// arrival order: one that does not fit the free KV yet holds back the ones behind it (no overtaking).
+// The engine thread: admit what fits, run one prefill chunk of each generation still prefilling, then one
+// decode step for every prefilled generation together, end the finished ones; sleep when there is nothing
+// to do. A long prompt so takes its chunks between the others' decode steps instead of stalling them for
+// its whole prefill, and a request cancelled while prefilling stops at its next chunk. Requests are admitted
+// in arrival order: one that does not fit the free KV yet holds back the ones behind it (no overtaking).
 void Scheduler::run_loop() {
   std::vector<Running> active;
   auto forget = [&](RequestId id) {
@@ -145,8 +147,28 @@ void Scheduler::run_loop() {
     }
     if (active.empty()) continue;
 
+    for (auto it = active.begin(); it != active.end();) {
+      ActiveGeneration& g = *it->generation;
+      Status st = g.prefilling() && !*it->job.cancelled ? engine_.prefill_step(g) : Status::ok();
+      if (g.prefilling() && (!st || *it->job.cancelled)) {  // failed, or cancelled before its first token
+        forget(it->job.id);
+        engine_.abort(g);
+        if (st) {
+          GenerationResult cancelled = std::move(g.result);
+          cancelled.finish_reason = "cancelled";
+          finish(it->job, std::move(cancelled));
+        } else {
+          finish(it->job, st);
+        }
+        it = active.erase(it);
+      } else {
+        ++it;
+      }
+    }
     std::vector<ActiveGeneration*> step;
-    for (Running& r : active) step.push_back(r.generation.get());
+    for (Running& r : active)
+      if (!r.generation->prefilling()) step.push_back(r.generation.get());
+    if (step.empty()) continue;
     Status st = engine_.step(step);
     {
       std::lock_guard lock(mutex_);
@@ -154,6 +176,10 @@ void Scheduler::run_loop() {
       stats_.decode_step_rows += step.size();
     }
     for (auto it = active.begin(); it != active.end();) {
+      if (it->generation->prefilling()) {  // not in this step
+        ++it;
+        continue;
+      }
       if (!st || it->generation->done) {
         forget(it->job.id);
         if (st) {

@@ -53,7 +53,8 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Queues a request. Admitted requests decode together, one row each per forward (continuous batching):
-  // a new request is prefilled between decode steps and then joins the batch; one that needs more KV
+  // a new request's prompt is prefilled a chunk at a time between decode steps and then it joins the
+  // batch; one that needs more KV
   // room than is free waits until earlier ones finish. on_token (may be null) runs on the engine thread
   // for each token as
   // Engine::generate describes; returning false cancels the request. on_done runs exactly once, also on

@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <future>
+#include <mutex>
+#include <string>
 #include <latch>
 #include <map>
 #include <thread>
@@ -216,6 +220,89 @@ TEST(Scheduler, CancelsQueuedAndRunningRequests) {
   auto a = after.done.get_future().get();
   ASSERT_TRUE(a);
   EXPECT_EQ(a->tokens.size(), 4u);
+}
+
+// A prompt of many chunks is prefilled a chunk per loop, between the running generations' decode steps: the
+// one already decoding keeps writing tokens while the long prompt is prefilled (before, the whole prefill
+// ran at admission and it stalled), and both still write the tokens they write alone. A request cancelled
+// while its prompt is prefilled stops there.
+TEST(Scheduler, ALongPromptIsPrefilledBetweenTheOthersDecodeSteps) {
+  auto engine = load_default_engine(4096, 0);
+  auto reference = load_default_engine(4096, 0);
+  ASSERT_TRUE(engine && reference);
+  std::string text;
+  GenerationRequest long_request;
+  while ((long_request = greedy_request(*engine, text, 4)).prompt.size() < 2000)
+    text += "for i in range(len(values)):\n    total += values[i] * weights[i]\n";
+  const size_t chunks = (long_request.prompt.size() + 255) / 256;  // 256 rows a forward on the CPU
+  ASSERT_GE(chunks, 8u);
+
+  Scheduler scheduler(*engine);
+  std::mutex mutex;
+  std::string events;  // 'a': a token of the running request; 'S': the long one submitted; 'b': a token of it
+  std::promise<void> decoding;
+  int a_tokens = 0;
+  Outcome running, long_one;
+  const GenerationRequest running_request = greedy_request(*engine, "def main():\n", 400);
+  ASSERT_TRUE(scheduler.submit(
+      running_request,
+      [&](int32_t token, std::string_view) {
+        if (token < 0) return true;
+        std::lock_guard lock(mutex);
+        events += 'a';
+        if (++a_tokens == 3) decoding.set_value();
+        return true;
+      },
+      running.done_callback()));
+  decoding.get_future().wait();
+  {
+    std::lock_guard lock(mutex);
+    events += 'S';
+  }
+  ASSERT_TRUE(scheduler.submit(
+      long_request,
+      [&](int32_t token, std::string_view) {
+        if (token < 0) return true;
+        std::lock_guard lock(mutex);
+        events += 'b';
+        return true;
+      },
+      long_one.done_callback()));
+  auto b = long_one.done.get_future().get();
+  auto a = running.done.get_future().get();
+  ASSERT_TRUE(a && b);
+  const size_t submitted = events.find('S'), first_b = events.find('b');
+  ASSERT_NE(first_b, std::string::npos);
+  const auto during = std::count(events.begin() + static_cast<std::ptrdiff_t>(submitted),
+                                 events.begin() + static_cast<std::ptrdiff_t>(first_b), 'a');
+  // One decode step after each chunk but the last (which joins the step that draws the first token); at
+  // most two more from before the long request was admitted.
+  EXPECT_GE(static_cast<size_t>(during), chunks - 1) << events;
+  EXPECT_LE(static_cast<size_t>(during), chunks + 2) << events;
+  auto alone_a = reference->generate(running_request);
+  auto alone_b = reference->generate(long_request);
+  ASSERT_TRUE(alone_a && alone_b);
+  EXPECT_EQ(a->tokens, alone_a->tokens);
+  EXPECT_EQ(b->tokens, alone_b->tokens);
+
+  // Cancelled while prefilling: ended at its next chunk, no token, its KV freed (the same request then fits).
+  Outcome cancelled;
+  std::atomic<bool> got_token{false};
+  auto id = scheduler.submit(
+      long_request, [&](int32_t token, std::string_view) { return token < 0 || !(got_token = true); },
+      cancelled.done_callback());
+  ASSERT_TRUE(id);
+  scheduler.cancel(*id);
+  auto c = cancelled.done.get_future().get();
+  ASSERT_TRUE(c) << c.error_message();
+  EXPECT_EQ(c->finish_reason, "cancelled");
+  EXPECT_TRUE(c->tokens.empty());
+  EXPECT_FALSE(got_token.load());
+  Outcome again;
+  ASSERT_TRUE(scheduler.submit(long_request, nullptr, again.done_callback()));
+  auto g = again.done.get_future().get();
+  ASSERT_TRUE(g) << g.error_message();
+  EXPECT_EQ(g->tokens, alone_b->tokens);
 }
 
 TEST(Scheduler, ShutdownEndsEveryRequestOnceAndRefusesNewOnes) {
