@@ -304,6 +304,23 @@ int grid_of(Kernel kernel, size_t smem, int tiles, int sms, int* per_sm) {
   return std::min(tiles, *per_sm * sms);
 }
 
+// The median of 5 timings of launch() on the stream, after one untimed, in milliseconds.
+template <class F>
+double median_ms(cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1, F&& launch) {
+  std::vector<float> ms;
+  for (int i = 0; i < 6; ++i) {
+    CK(cudaEventRecord(e0, stream));
+    launch();
+    CK(cudaEventRecord(e1, stream));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    if (i > 0) ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 int main(int argc, char** argv) {
   const int stages = argc > 1 ? std::atoi(argv[1]) : 6;
   const bool hint = !(argc > 2 && std::strcmp(argv[2], "nohint") == 0);
@@ -325,18 +342,8 @@ int main(int argc, char** argv) {
     void *src, *dst;
     CK(cudaMalloc(&src, bytes));
     CK(cudaMalloc(&dst, bytes));
-    std::vector<float> ms;
-    for (int i = 0; i < 6; ++i) {
-      CK(cudaEventRecord(e0, stream));
-      CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
-      CK(cudaEventRecord(e1, stream));
-      CK(cudaEventSynchronize(e1));
-      float t;
-      CK(cudaEventElapsedTime(&t, e0, e1));
-      if (i > 0) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    copy_gbps = 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
+    const double ms = median_ms(stream, e0, e1, [&] { CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream)); });
+    copy_gbps = 2.0 * bytes / (ms * 1e-3) / 1e9;
     CK(cudaFree(src));
     CK(cudaFree(dst));
   }
@@ -418,18 +425,7 @@ int main(int argc, char** argv) {
       }
       CK(cudaStreamEndCapture(stream, &graph));
       CK(cudaGraphInstantiate(&exec, graph, 0));
-      std::vector<float> ms;
-      for (int i = 0; i < 6; ++i) {
-        CK(cudaEventRecord(e0, stream));
-        CK(cudaGraphLaunch(exec, stream));
-        CK(cudaEventRecord(e1, stream));
-        CK(cudaEventSynchronize(e1));
-        float t;
-        CK(cudaEventElapsedTime(&t, e0, e1));
-        if (i > 0) ms.push_back(t);
-      }
-      std::sort(ms.begin(), ms.end());
-      const double us = ms[ms.size() / 2] * 1e3 / copies;
+      const double us = median_ms(stream, e0, e1, [&] { CK(cudaGraphLaunch(exec, stream)); }) * 1e3 / copies;
       const double gbps = w_bytes / (us * 1e-6) / 1e9;
       std::printf("%-8s %5d %6s %9.2f %9.0f %7.3f %12.3g %10s   (grid %d, %d blocks/SM)\n", s.name, rows, name, us,
                   gbps, gbps / copy_gbps, max_diff, invariant ? "yes" : "NO", grid, per_sm);
