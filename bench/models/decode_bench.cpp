@@ -111,17 +111,16 @@ struct Runner {
         double total = 0;
         const CandidateOutputs cand{{&temperature, 1}, {&top_k, 1}, cand_x,   cand_ids,
                                     {&count, 1},       {&valid, 1}, sampling->top_k > 0 ? std::span<double>() : std::span(&total, 1)};
-        HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), ForwardOutputs{logits, {}, cand}));
+        HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), ForwardOutputs{{}, {}, cand}));
         ++draws;
-        if (count > kMaxCandidates) ++logit_draws;  // the set did not fit: the logits came instead
-        if (count <= kMaxCandidates) {
+        if (count <= kMaxCandidates) {  // else the set did not fit
           const auto n = static_cast<size_t>(count);
           const RowCandidates set{std::span(cand_x).first(n), std::span(cand_ids).first(n), valid, top_k, total};
           next = sample_from_candidates(set, *sampling, u, static_cast<int32_t>(logits.size()), scratch);
           if (next >= 0) return Status::ok();
-          ++logit_draws;
-          HELIUM_RETURN_IF_ERROR(model.last_logits(0, logits));  // the draw reached past the candidates
         }
+        ++logit_draws;
+        HELIUM_RETURN_IF_ERROR(model.last_logits(0, logits));  // past the candidates, or a set too large
       } else {
         HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), logits));
       }

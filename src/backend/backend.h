@@ -229,7 +229,7 @@ class Backend {
   // that holds every one ranked among the row's best top_k[r] (x desc, id asc), in any order and
   // possibly more, into x(rows, cap) F32 and ids(rows, cap) I32; count(rows) I32 the set's size (above
   // cap: the set did not fit, and x and ids hold part of it); valid(rows) I32 the row's logits > -inf;
-  // totals(rows) F64, unless empty, the row's softmax total (sample/sampler.h softmax_total, the same
+  // totals(rows) F64, unless empty, the row's softmax total (core/softmax_terms.h softmax_total, the same
   // bits), which a draw without top_k needs. rows <= 64. The default reads the tensors in place (host
   // memory) and gives exactly the best top_k.
   static constexpr int kMaxSelectTopK = 256;

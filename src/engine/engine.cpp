@@ -249,7 +249,6 @@ Result<std::unique_ptr<ActiveGeneration>> Engine::begin(const GenerationRequest&
                          " free positions, the request needs " + std::to_string(needed));
   HELIUM_RETURN_IF_ERROR(kv_->reserve(g->seq, prompt_len + g->limit));
   g->prefilled = static_cast<int64_t>(reused);
-  g->logits.resize(static_cast<size_t>(vocab));
   g->result.prefill_seconds = seconds_since(t0);  // the chunks add theirs (prefill_step)
 
   g->stops = req.stop_tokens;
@@ -275,15 +274,17 @@ Status Engine::prefill_step(ActiveGeneration& g) {
   return Status::ok();
 }
 
+double Engine::next_uniform(const ActiveGeneration& g) {
+  const auto position = static_cast<uint64_t>(g.request.prompt.size()) + static_cast<uint64_t>(g.generated);
+  return philox_uniform(g.request.sampling.seed, position);  // position: where the sampled token goes
+}
+
 bool Engine::sample_next(ActiveGeneration& g) {
-  const int64_t prompt_len = static_cast<int64_t>(g.request.prompt.size());
-  const int64_t position = prompt_len + g.generated;  // where the sampled token goes
   int32_t token = g.device_token;
   g.device_token = -1;
-  if (token < 0) {
-    const double u = philox_uniform(g.request.sampling.seed, static_cast<uint64_t>(position));
-    token = sample_token(g.logits, g.request.sampling, g.context_tokens, static_cast<size_t>(g.generated), u, g.scratch);
-  }
+  if (token < 0)
+    token = sample_token(g.logits, g.request.sampling, g.context_tokens, static_cast<size_t>(g.generated),
+                         next_uniform(g), g.scratch);
   if (std::find(g.stops.begin(), g.stops.end(), token) != g.stops.end()) {
     g.result.finish_reason = "stop";
     return false;
@@ -331,12 +332,11 @@ Status Engine::step(std::span<ActiveGeneration* const> generations) {
     for (size_t i = 0; i < running.size(); ++i) running[i]->device_token = step_argmax_[i];
     return Status::ok();
   }
-  step_logits_.resize(running.size() * static_cast<size_t>(vocab));
   // When every generation samples on the raw logits with top_k off or up to Backend::kMaxSelectTopK, the
   // device selects a small superset of each row's best top_k (or best kMaxSelectTopK, with the row's
   // softmax total, when top_k is off) and only that comes back; the token is drawn here from it
   // (sample_from_candidates: what sample_token would draw from the logits), and a draw that reaches past
-  // the selection copies the row's logits after all.
+  // the selection (or a set too large to come back) copies the row's logits after all.
   const bool all_candidates = std::all_of(running.begin(), running.end(), [](const ActiveGeneration* g) {
     return g->request.sampling.device_candidates(Backend::kMaxSelectTopK);
   });
@@ -357,23 +357,22 @@ Status Engine::step(std::span<ActiveGeneration* const> generations) {
     step_valid_.resize(n);
     step_total_.resize(totals ? n : 0);
     const CandidateOutputs cand{step_temperature_, step_top_k_, step_x_, step_ids_, step_count_, step_valid_, step_total_};
-    HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), ForwardOutputs{step_logits_, {}, cand}));
+    HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), ForwardOutputs{{}, {}, cand}));
     for (size_t i = 0; i < n; ++i) {
       ActiveGeneration& g = *running[i];
-      if (step_count_[i] > kMaxCandidates) {  // the set did not fit: the row's logits came instead
-        std::copy_n(step_logits_.begin() + static_cast<std::ptrdiff_t>(i * vocab), vocab, g.logits.begin());
-        continue;
+      g.device_token = -1;
+      if (step_count_[i] <= kMaxCandidates) {  // else the set did not fit
+        const auto from = static_cast<size_t>(i * kMaxCandidates), count = static_cast<size_t>(step_count_[i]);
+        const RowCandidates set{std::span(step_x_).subspan(from, count), std::span(step_ids_).subspan(from, count),
+                                step_valid_[i], step_top_k_[i], totals ? step_total_[i] : 0.0};
+        g.device_token = sample_from_candidates(set, g.request.sampling, next_uniform(g), static_cast<int32_t>(vocab),
+                                                g.scratch);
       }
-      const auto from = static_cast<size_t>(i * kMaxCandidates), count = static_cast<size_t>(step_count_[i]);
-      const RowCandidates set{std::span(step_x_).subspan(from, count), std::span(step_ids_).subspan(from, count),
-                              step_valid_[i], step_top_k_[i], totals ? step_total_[i] : 0.0};
-      const auto position = static_cast<uint64_t>(g.request.prompt.size()) + static_cast<uint64_t>(g.generated);
-      const double u = philox_uniform(g.request.sampling.seed, position);
-      g.device_token = sample_from_candidates(set, g.request.sampling, u, static_cast<int32_t>(vocab), g.scratch);
       if (g.device_token < 0) HELIUM_RETURN_IF_ERROR(model_->last_logits(static_cast<int>(i), g.logits));
     }
     return Status::ok();
   }
+  step_logits_.resize(running.size() * static_cast<size_t>(vocab));
   HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), step_logits_));
   for (size_t i = 0; i < running.size(); ++i)
     std::copy_n(step_logits_.begin() + static_cast<std::ptrdiff_t>(i * vocab), vocab, running[i]->logits.begin());

@@ -141,8 +141,6 @@ class Engine {
 
  private:
   Engine() = default;
-  // Runs prompt[start:] through the model in chunks (positions [0, start) are already in the sequence's
-  // KV); returns the logits of the prompt's last position.
   // Runs prompt positions [start, start + the model's rows) of seq (fewer at the end); the chunk that ends
   // the prompt writes its last position's logits. Returns where the next chunk starts.
   Result<size_t> prefill_chunk(int32_t seq, std::span<const int32_t> prompt, size_t start, std::vector<float>& logits);
@@ -164,9 +162,11 @@ class Engine {
   int64_t positions_needed(int64_t prompt_len, int64_t limit, int64_t reused) const;
   // Samples g's next token and streams it; false when g is finished.
   bool sample_next(ActiveGeneration& g);
+  // philox_uniform(seed, position) for g's next token: plain decoding's random number, wherever it is drawn.
+  static double next_uniform(const ActiveGeneration& g);
   std::vector<float> step_logits_;  // (rows, vocab) of one step
   std::vector<int32_t> step_argmax_;  // (rows) of one step whose generations are all plain greedy
-  // One step whose generations all sample with top_k on raw logits (CandidateOutputs).
+  // One step whose generations all sample on raw logits from the device's candidates (CandidateOutputs).
   std::vector<float> step_temperature_, step_x_;
   std::vector<int32_t> step_top_k_, step_ids_, step_count_, step_valid_;
   std::vector<double> step_total_;

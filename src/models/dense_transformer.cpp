@@ -30,7 +30,7 @@ class DenseTransformer final : public Model {
 
  private:
   // After a forward: the n logit rows' sampling candidates (ForwardOutputs::candidates).
-  Status copy_candidates(const CandidateOutputs& cand, int n, std::span<float> logits);
+  Status copy_candidates(const CandidateOutputs& cand, int n);
   Status last_logits(int row, std::span<float> out) override;
   // An activation buffer of (max_rows, cols) of `dtype`, allocated once.
   Result<Tensor> plan(int64_t rows, int64_t cols, DType dtype);
@@ -414,7 +414,7 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
     compute();
   }
   last_logit_rows_ = n;
-  if (out.candidates && n > 0) return copy_candidates(*out.candidates, n, out.logits);
+  if (out.candidates && n > 0) return copy_candidates(*out.candidates, n);
   if (n > 0 && !out.logits.empty()) backend_.copy_to_host(out.logits.data(), rows_of(logits_, n));
   if (n > 0 && want_argmax) backend_.copy_to_host(out.argmax.data(), vector_of(argmax_, n));
   backend_.synchronize();
@@ -422,11 +422,10 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
 }
 
 // The logit rows' sampling candidates, selected where the logits are (outside the recorded graph: the
-// settings change from step to step); a row whose set overflows gets its logits copied instead. Each
-// row's whole x/ids buffers come back (16 KB a row), not just its `count` entries: knowing the counts
+// settings change from step to step); a row whose set overflows is the caller's to copy (last_logits).
+// Each row's whole x/ids buffers come back (16 KB a row), not just its `count` entries: knowing the counts
 // first would take a second synchronisation, which costs more than the copy.
-Status DenseTransformer::copy_candidates(const CandidateOutputs& cand, int n, std::span<float> logits) {
-  const int64_t vocab = config_.vocab_size;
+Status DenseTransformer::copy_candidates(const CandidateOutputs& cand, int n) {
   backend_.copy_to_device(vector_of(cand_temperature_, n), cand.temperature.data());
   backend_.copy_to_device(vector_of(cand_top_k_, n), cand.top_k.data());
   const bool totals = !cand.total.empty();
@@ -439,15 +438,6 @@ Status DenseTransformer::copy_candidates(const CandidateOutputs& cand, int n, st
   backend_.copy_to_host(cand.x.data(), rows_of(cand_x_, n));
   backend_.copy_to_host(cand.ids.data(), rows_of(cand_ids_, n));
   backend_.synchronize();
-  bool overflow = false;
-  for (int r = 0; r < n; ++r) {
-    if (cand.count[r] <= kMaxCandidates) continue;
-    if (logits.size() != static_cast<size_t>(n) * vocab)
-      return Status::error("a row's sampling candidates overflowed and no logits buffer was given");
-    backend_.copy_to_host(logits.data() + r * vocab, logits_.rows_from(r).first_rows(1));
-    overflow = true;
-  }
-  if (overflow) backend_.synchronize();
   return Status::ok();
 }
 

@@ -102,15 +102,15 @@ struct CandidateOutputs {
   std::span<const int32_t> top_k;      // logit_rows, 1 .. Backend::kMaxSelectTopK
   std::span<float> x;                  // logit_rows × kMaxCandidates
   std::span<int32_t> ids;              // logit_rows × kMaxCandidates
-  // logit_rows: the set's size; above kMaxCandidates the set did not fit, and the row's logits are in
-  // ForwardOutputs::logits instead (which must then be given).
+  // logit_rows: the set's size; above kMaxCandidates the set did not fit (Model::last_logits gives the
+  // row's logits).
   std::span<int32_t> count;
   std::span<int32_t> valid;  // logit_rows: the row's logits > -inf
   std::span<double> total;   // logit_rows: the row's softmax_total (core/softmax_terms.h), or empty
 };
 
 struct ForwardOutputs {
-  std::span<float> logits;    // logit_rows × vocab_size, or empty (with candidates: overflowed rows only)
+  std::span<float> logits;    // logit_rows × vocab_size, or empty (not written when candidates are asked for)
   std::span<int32_t> argmax;  // logit_rows, or empty
   std::optional<CandidateOutputs> candidates;
 };
@@ -129,7 +129,8 @@ class Model {
     return forward(batch, kv, ForwardOutputs{logits, {}});
   }
   // The logits of logit row `row` of the last forward (vocab_size floats into `out`, host memory), for a
-  // draw its candidates could not decide; they stay where they were computed until the next forward.
+  // draw its candidates could not decide or a set that did not fit; they stay where they were computed
+  // until the next forward.
   virtual Status last_logits(int row, std::span<float> out) = 0;
 };
 
