@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/softmax_terms.h"
 #include "golden_fixture.h"
 #include "kv/kv_cache.h"
 #include "models/model.h"
@@ -190,16 +191,31 @@ TEST(ModelForward, BadBatchesAreRefused) {
   int32_t id = -1;
   EXPECT_NE(message(ForwardOutputs{{}, std::span<int32_t>(&id, 1), candidates(cand_x)}).find("either argmax ids or"),
             std::string::npos);
-  // And valid ones give the best top_k of the logits, the first of them the greedy token.
-  ASSERT_TRUE(model.value()->forward(good, kv.value()->layers(), ForwardOutputs{{}, {}, candidates(cand_x)}).is_ok());
+  double totals[2] = {0, 0};
+  CandidateOutputs two_totals = candidates(cand_x);
+  two_totals.total = std::span<double>(totals, 2);
+  EXPECT_NE(message(ForwardOutputs{{}, {}, two_totals}).find("candidate buffers"), std::string::npos);
+  // And valid ones give the best top_k of the logits, the first of them the greedy token, and the row's
+  // softmax total; the logits stay where they are until the next forward (last_logits), which refuses a row
+  // the forward did not give and a buffer of the wrong size.
+  CandidateOutputs with_total = candidates(cand_x);
+  with_total.total = std::span<double>(totals, 1);
+  ASSERT_TRUE(model.value()->forward(good, kv.value()->layers(), ForwardOutputs{{}, {}, with_total}).is_ok());
   EXPECT_EQ(count, top_k);
   EXPECT_EQ(valid, vocab);
+  std::vector<float> kept(vocab);
+  ASSERT_TRUE(model.value()->last_logits(0, kept).is_ok());
+  EXPECT_EQ(totals[0], softmax_total(kept, temperature));
+  EXPECT_NE(model.value()->last_logits(1, kept).message().find("logit row 1 of a forward that gave 1"), std::string::npos);
+  EXPECT_NE(model.value()->last_logits(0, short_logits).message().find("logits buffer has the wrong size"),
+            std::string::npos);
 
   // The model still works afterwards, and its argmax is the greedy token of its logits.
   int32_t greedy = -1;
   ASSERT_TRUE(model.value()->forward(good, kv.value()->layers(), ForwardOutputs{one, std::span<int32_t>(&greedy, 1)}).is_ok());
   EXPECT_EQ(greedy, std::max_element(one.begin(), one.end()) - one.begin());
   EXPECT_EQ(cand_ids[0], greedy);
+  EXPECT_EQ(kept, one);  // the candidates' forward and this one ran the same row
 }
 
 }  // namespace
