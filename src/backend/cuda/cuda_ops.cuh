@@ -207,8 +207,8 @@ size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, i
                                 int small_end = kDefaultPartitionSmallEnd, int medium_end = kDefaultPartitionMediumEnd);
 
 // ---- matmul (matmul.cu) ----
-// Bytes of Context::matmul_scratch the prefill path (rows > kMaxDecodeRows) needs: a BF16/F16 copy of x,
-// max_rows · max_k · 2 bytes (0 when max_rows <= kMaxDecodeRows: the decode path needs no scratch).
+// Bytes of Context::matmul_scratch the matmuls need: the prefill path (rows > kMaxDecodeRows) a BF16/F16
+// copy of x, max_rows · max_k · 2 bytes; the tensor-core decode kernel x's BF16 split, rows · max_k · 4.
 size_t matmul_scratch_bytes(int max_rows, int64_t max_k);
 
 // Bumped whenever the decode kernel changes in a way that can change which configuration is fastest
@@ -216,8 +216,9 @@ size_t matmul_scratch_bytes(int max_rows, int64_t max_k);
 // cp.async copies; 3: candidates timed over weight copies larger than the L2 (cold, as in a forward);
 // 4: weights loaded with the L2 evict_first policy (Context::stream_evict_first); 5: the next kernel
 // launched early (Context::matmul_early_trigger), near-ties broken toward the larger ring (tune.cpp); 6: rings
-// past 64 KB not taken (tune.cpp), the residual read before the item's rounds.
-inline constexpr int kMatmulDecodeKernelRevision = 6;
+// past 64 KB not taken (tune.cpp), the residual read before the item's rounds; 7: BF16 weights on the
+// tensor-core kernel (MatmulDecodeConfig::mma_stages).
+inline constexpr int kMatmulDecodeKernelRevision = 7;
 
 // The decode matmul's trace events (Context::matmul_trace): block start, first rounds issued (before the
 // wait), wait released, x staged (the first FMA may run), first work item stored, block end.
@@ -227,11 +228,16 @@ constexpr int kMatmulTraceEvents = 6;
 // k_warps alone decides the reduction order (32 · k_warps interleaved slices of k, see matmul.cu), so it
 // decides the rounding of every output; the other fields change speed only. Whatever the row count,
 // one shape runs with one configuration, which is what keeps rows bitwise batch-invariant.
+//
+// mma_stages > 0 selects the tensor-core kernel instead (BF16 w only; matmul.cu): its reduction order is
+// fixed (4 warps over k), so the other fields are unused there and mma_stages, the depth of each warp's
+// ring, changes speed only.
 struct MatmulDecodeConfig {
   int features_per_lane = 2;  // output features each lane accumulates: 2 or 4
   int rounds_in_flight = 4;   // rounds of w chunks each lane has in flight (its shared-memory ring's depth)
   int feature_warps = 4;      // warps of a block over different features: 1, 2, 4 or 8
   int k_warps = 1;            // warps of a block splitting k: 1, 2 or 4 (feature_warps · k_warps <= 8)
+  int mma_stages = 0;         // the tensor-core kernel with rings of this many stages: 4, 6 or 8 (0: FMA kernel)
 };
 bool operator==(const MatmulDecodeConfig& a, const MatmulDecodeConfig& b);
 
@@ -257,8 +263,9 @@ size_t matmul_decode_ring_bytes(const MatmulDecodeConfig& config, DType w_dtype)
 // The decode kernel with an explicit configuration, for any row count (the autotuner, tests, benches).
 void matmul_decode(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
                    const MatmulDecodeConfig& config);
-// Which path matmul() takes for these operands: "decode", "decode-unaligned" (same order, scalar loads)
-// or "cublaslt" (host-side query, enqueues nothing; for tests and benches).
+// Which path matmul() takes for these operands: "decode", "decode-unaligned" (same order, scalar loads),
+// "decode-mma" (the tensor-core kernel) or "cublaslt" (host-side query, enqueues nothing; for tests and
+// benches).
 const char* matmul_path(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
 
 }  // namespace helium::cuda

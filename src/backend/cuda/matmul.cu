@@ -24,6 +24,8 @@
 // take run the decode kernel, which works for any row count. The cuBLASLt heuristic is queried on every
 // prefill call (host time only, a few microseconds against a GEMM of hundreds).
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -35,6 +37,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/mma.cuh"
 
 namespace helium::cuda {
 namespace {
@@ -186,6 +189,7 @@ struct DecodeParams {
   int tile_rounds;         // rounds of chunks per x tile (aligned kernel)
   bool evict_first;        // w loaded with the L2 evict_first policy (Context::stream_evict_first)
   bool early_trigger;      // the next kernel may launch once the first rounds are issued (Context)
+  const __nv_bfloat16* x_split;  // tensor-core kernel: (2 · rows, k) split of the transformed x (split_x_kernel)
   unsigned long long* trace;  // Context::matmul_trace, or null
 };
 
@@ -500,6 +504,271 @@ __global__ void __launch_bounds__(kMaxKWarps * 32) matmul_decode_unaligned_kerne
 }
 
 // ---------------------------------------------------------------------------------------------------
+// The tensor-core decode kernel (MatmulDecodeConfig::mma_stages > 0; BF16 w, k % 8 == 0, w 16-byte
+// aligned). The CUDA-core kernel above multiplies every weight by every row on the FMA units, which for 8
+// to 64 rows is far below the bandwidth (docs/benchmarks.md); here mma.sync m16n8k16 multiplies 16 weight
+// rows (A) by the rows of x (B), so one weight stream serves every row of a row group.
+//
+// x is split so that BF16 multiplies lose no more than f32 would: a first kernel (split_x_kernel) applies
+// the fused transform to x with the unfused ops' arithmetic (rms_norm's, silu_mul) and writes each element
+// v as hi = bf16(v) and lo = bf16(v - hi) (v to within 2^-18 |v|) into Context::matmul_scratch: row 2r of the
+// split holds row r's hi parts, row 2r + 1 its remainders, which become neighbouring B columns; both
+// products are exact in the f32 accumulators. Converting once per element there, not once per work item
+// here, keeps the MMA loop at two ldmatrix and one MMA per 16 × 16 weights (the per-item conversion ran at
+// 36-52% of the bandwidth at one row; eleventh session).
+//
+// Reduction order (what batch invariance rests on). k is cut into steps of 64; warp kw of the block's 4
+// takes steps kw, kw + 4, ... and, for each output, accumulates its steps in increasing order in its MMA
+// accumulators, starting from +0 (16 k per MMA, 4 per step). y = ((a_0 + a_1) + a_2) + a_3 over the warps,
+// each a_kw being its hi column plus its lo column; then + bias, then + the prior value (residual). An
+// output's MMA column only ever meets its own row's data, and which column a row takes, how many rows a
+// block carries (4, 8 or 16), the grid and the ring depth change no arithmetic: a row computed alone or
+// among 63 others is bitwise the same.
+//
+// Pipeline: each warp streams its steps through its own ring of S stages in shared memory (the 16 weight
+// rows and the 2 · RG split rows, XOR-swizzled for ldmatrix), filled with cp.async, one commit group per
+// stage, so a stage needs only the warp's own wait and a __syncwarp. The weights of the first S - 1
+// stages are issued before the programmatic-dependent-launch wait (they do not depend on the previous
+// kernel), the split x's after it. The grid is persistent over items (16 features — 8 gate/up pairs — of
+// one row group; row group fastest), and the stream runs on from one item into the next.
+constexpr int kMmaWarps = 4;
+constexpr int kMmaStepK = 64;                             // k of one warp stage: 128 bytes of a w row
+constexpr int kMmaFeatures = 16;                          // w rows of an item (A)
+constexpr int kMmaWBytes = kMmaFeatures * kMmaStepK * 2;  // the stage's weights
+constexpr int kMaxMmaRowGroup = 16;
+
+__host__ __device__ constexpr int mma_stage_bytes(int row_group) { return kMmaWBytes + 2 * row_group * kMmaStepK * 2; }
+// The whole block: the warps' rings and the warps' sums [kw][NT · 4][32].
+constexpr size_t mma_smem_bytes(int row_group, int stages) {
+  return static_cast<size_t>(kMmaWarps) * stages * mma_stage_bytes(row_group) +
+         static_cast<size_t>(kMmaWarps) * (row_group / 4) * 4 * 32 * 4;
+}
+
+// Byte offset of 16-byte piece c (0..7) of row r in a stage tile of 128-byte rows, XOR-swizzled so that the
+// eight rows an ldmatrix phase reads fall in eight different bank groups.
+__device__ __forceinline__ int mma_swizzle(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
+
+__device__ __forceinline__ void ldmatrix_x2(uint32_t& b0, uint32_t& b1, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(b0), "=r"(b1) : "r"(shared_address(p)));
+}
+
+// x (rows, k) f32 -> its transform (XForm: rms_norm's or silu_mul's arithmetic) split into (2 · rows, k) BF16:
+// row 2r = bf16(v), row 2r + 1 = bf16(v - bf16(v)). Block (c, r) of kRmsLanes threads writes elements
+// [c · kSplitChunk, +kSplitChunk) of row r, each thread 8 of them (one 16-byte store per part), its loads
+// issued together; a fused RMSNorm's scale is computed by every block of the row (a k-long read from L2,
+// rms_norm's arithmetic). The matmul may launch at once: its wait covers this kernel's writes, and its
+// weight loads before the wait do not depend on them.
+constexpr int kSplitChunk = kRmsLanes * 8;
+__global__ void __launch_bounds__(kRmsLanes) split_x_kernel(const DecodeParams p, __nv_bfloat16* out) {
+  pdl_launch_dependents();
+  pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+  __shared__ float partial[kRmsLanes];
+  __shared__ float scale_slot;
+  const int64_t row = blockIdx.y, i0 = int64_t{blockIdx.x} * kSplitChunk + threadIdx.x * 8;
+  const float* x = p.x + row * p.k;
+  float v[8], aux[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const int64_t i = i0 + e;
+    v[e] = i < p.k ? x[i] : 0.0f;
+    aux[e] = 0.0f;
+    if (i < p.k && p.xform == kRmsNorm) aux[e] = load_as_f32(p.norm_w, i, p.norm_dtype);
+    else if (i < p.k && p.xform == kSwiGLU) aux[e] = p.up[row * p.k + i];
+  }
+  if (p.xform == kRmsNorm) {
+    partial[threadIdx.x] = rms_partial(x, p.k, threadIdx.x);
+    const float scale = rms_scale_block(partial, p.k, p.eps, &scale_slot);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = rms_apply(v[e], scale, aux[e], p.zero_centred);
+  } else if (p.xform == kSwiGLU) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = silu_mul(v[e], aux[e]);
+  }
+  if (i0 >= p.k) return;
+  uint32_t h[4], l[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
+    const __nv_bfloat162 lo =
+        __floats2bfloat162_rn(__fsub_rn(v[2 * e], __low2float(hi)), __fsub_rn(v[2 * e + 1], __high2float(hi)));
+    h[e] = *reinterpret_cast<const uint32_t*>(&hi);
+    l[e] = *reinterpret_cast<const uint32_t*>(&lo);
+  }
+  // k % 8 == 0 (the kernel's operands): the 8 elements are whole and 16-byte aligned.
+  *reinterpret_cast<uint4*>(out + 2 * row * p.k + i0) = make_uint4(h[0], h[1], h[2], h[3]);
+  *reinterpret_cast<uint4*>(out + (2 * row + 1) * p.k + i0) = make_uint4(l[0], l[1], l[2], l[3]);
+}
+
+template <int RG, int S>
+__global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const DecodeParams p) {
+  constexpr int NT = RG / 4;  // n-tiles of 8 B columns: 4 rows each (hi and lo columns)
+  constexpr int kStage = mma_stage_bytes(RG);
+  extern __shared__ __align__(128) uint8_t mma_smem[];
+  const int lane = threadIdx.x & 31, kw = threadIdx.x >> 5;
+  uint8_t* ring = mma_smem + kw * S * kStage;
+  float* red = reinterpret_cast<float*>(mma_smem + kMmaWarps * S * kStage);  // [kw][NT · 4][32]
+  const bool pairs = p.act != nullptr;
+  // Stages per warp and item; items (< 2^31, checked at launch) and their coordinates in 32 bits, advanced
+  // without division in the loop.
+  const int steps = static_cast<int>(((p.k + kMmaStepK - 1) / kMmaStepK + kMmaWarps - 1) / kMmaWarps);
+  const int row_groups = static_cast<int>(p.row_groups);
+  const int items = static_cast<int>(p.row_groups * p.feature_blocks);
+  const uint64_t policy = evict_first_policy();
+  auto stamp = [&](int event) {
+    if (p.trace != nullptr && threadIdx.x == 0) {
+      unsigned long long t;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+      p.trace[blockIdx.x * kMatmulTraceEvents + event] = t;
+    }
+  };
+  stamp(0);
+  // A position in the block's stream: its item (row group fastest), the item's feature block and first row,
+  // and the warp's step within the item.
+  struct Cursor {
+    int item, block, row0, step;
+  };
+  auto at_item = [&](int item) {
+    const int block = item / row_groups;
+    return Cursor{item, block, (item - block * row_groups) * RG, 0};
+  };
+  auto advance = [&](Cursor& c) {
+    if (++c.step == steps) c = at_item(c.item + static_cast<int>(gridDim.x));
+  };
+
+  // A stage's weights into ring slot `slot`; nothing past the block's last item. Features past n (pairs:
+  // positions past half_n) load a valid row and are never stored; k past the end loads zeros.
+  auto issue_weights = [&](const Cursor& c, int slot) {
+    if (c.item >= items) return;
+    uint8_t* stage = ring + slot * kStage;
+    const int64_t k0 = (c.step * kMmaWarps + kw) * kMmaStepK;
+#pragma unroll
+    for (int j = 0; j < kMmaWBytes / 16 / 32; ++j) {
+      const int piece = j * 32 + lane, r = piece >> 3, ch = piece & 7;
+      int64_t row;
+      if (pairs) {
+        const int64_t position = min(int64_t{c.block} * (kMmaFeatures / 2) + (r & 7), p.half_n - 1);
+        row = r < 8 ? position : p.half_n + position;
+      } else {
+        row = min(int64_t{c.block} * kMmaFeatures + r, p.n - 1);
+      }
+      const int64_t col = k0 + ch * 8;
+      const bool valid = col < p.k;
+      copy_async_16(stage + mma_swizzle(r, ch), static_cast<const __nv_bfloat16*>(p.w) + row * p.k + (valid ? col : 0),
+                    valid, p.evict_first, policy);
+    }
+  };
+  // A stage's 2 · RG split rows of x into ring slot `slot`: rows past `rows` and k past the end are zeros.
+  auto issue_x = [&](const Cursor& c, int slot) {
+    if (c.item >= items) return;
+    uint8_t* xs = ring + slot * kStage + kMmaWBytes;
+    const int64_t k0 = (c.step * kMmaWarps + kw) * kMmaStepK;
+#pragma unroll
+    for (int j = 0; j < 2 * RG * 8 / 32; ++j) {
+      const int piece = j * 32 + lane, r = piece >> 3, ch = piece & 7;
+      const int64_t split_row = 2 * int64_t{c.row0} + r, col = k0 + ch * 8;
+      const bool valid = split_row < 2 * p.rows && col < p.k;
+      copy_async_16(xs + mma_swizzle(r, ch), p.x_split + (valid ? split_row * p.k + col : 0), valid, false, policy);
+    }
+  };
+
+  Cursor issue = at_item(static_cast<int>(blockIdx.x)), work = issue;
+  {
+    Cursor c = issue;
+    for (int u = 0; u < S - 1; ++u, advance(c)) {
+      issue_weights(c, u);
+      copy_async_commit();
+    }
+  }
+  stamp(1);
+  if (p.early_trigger) pdl_launch_dependents();
+  pdl_wait();
+  stamp(2);
+  for (int u = 0; u < S - 1; ++u, advance(issue)) {
+    issue_x(issue, u);
+    copy_async_commit();
+  }
+  // Groups so far: weights of stages 0 .. S-2, then their x; each step below adds stage i + S - 1 whole, so
+  // with S - 1 groups left pending, stage i has landed.
+
+  float acc[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  int issue_slot = S - 1, work_slot = 0;
+  bool first = true;
+  while (work.item < items) {
+    issue_weights(issue, issue_slot);
+    issue_x(issue, issue_slot);
+    copy_async_commit();
+    advance(issue);
+    issue_slot = issue_slot + 1 == S ? 0 : issue_slot + 1;
+    copy_async_wait_group<S - 1>();
+    __syncwarp();
+    const uint8_t* stage = ring + work_slot * kStage;
+#pragma unroll
+    for (int kk = 0; kk < kMmaStepK / 16; ++kk) {
+      uint32_t a[4];
+      ldmatrix_x4(a, stage + mma_swizzle((lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        uint32_t b0, b1;
+        ldmatrix_x2(b0, b1, stage + kMmaWBytes + mma_swizzle(j * 8 + (lane & 7), 2 * kk + ((lane >> 3) & 1)));
+        mma_bf16_16x8x16(acc[j], a, b0, b1);
+      }
+    }
+    __syncwarp();  // the slot is refilled by this warp's next issue
+    work_slot = work_slot + 1 == S ? 0 : work_slot + 1;
+    if (first) stamp(3);
+    first = false;
+    if (work.step != steps - 1) {
+      advance(work);
+      continue;
+    }
+
+    // The item's end: the warps' sums in warp order, stored by warp 0.
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) red[(kw * NT * 4 + j * 4 + e) * 32 + lane] = acc[j][e];
+    __syncthreads();
+    if (kw == 0) {
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+#pragma unroll
+          for (int q = 1; q < kMmaWarps; ++q) acc[j][e] = __fadd_rn(acc[j][e], red[(q * NT * 4 + j * 4 + e) * 32 + lane]);
+        const int64_t row = work.row0 + j * 4 + (lane & 3);  // columns 2(lane % 4) and + 1 of tile j
+        float y0 = __fadd_rn(acc[j][0], acc[j][1]), y1 = __fadd_rn(acc[j][2], acc[j][3]);  // features +0, +8
+        if (row >= p.rows) continue;
+        if (pairs) {  // y0 the gate, y1 the up of one position
+          const int64_t position = int64_t{work.block} * (kMmaFeatures / 2) + (lane >> 2);
+          if (position < p.half_n) {
+            if (p.bias != nullptr) {
+              y0 = __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, position));
+              y1 = __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, p.half_n + position));
+            }
+            p.act[row * p.half_n + position] = silu_mul(y0, y1);
+          }
+        } else {
+          const int64_t f = int64_t{work.block} * kMmaFeatures + (lane >> 2);
+          if (f < p.n) store_output(p, row, f, p.bias != nullptr ? __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, f)) : y0);
+          if (f + 8 < p.n)
+            store_output(p, row, f + 8, p.bias != nullptr ? __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, f + 8)) : y1);
+        }
+      }
+    }
+    __syncthreads();  // red is written again at the next item's end
+#pragma unroll
+    for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    if (work.item == static_cast<int>(blockIdx.x)) stamp(4);
+    advance(work);
+  }
+  copy_async_wait_group<0>();  // only empty groups remain; nothing may land after the block exits
+  stamp(5);
+  if (!p.early_trigger) pdl_launch_dependents();
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Prefill helpers.
 
 // Eight f32 values to eight 16-bit ones (round to nearest even): the packing of every prefill staging kernel.
@@ -648,6 +917,7 @@ bool lane_shape_supported(int features_per_lane, int rounds_in_flight, DType w_d
 // Shared memory of the decode kernel besides the x tile: kRmsLanes + kMaxRowTile floats, then the ring.
 constexpr size_t kFixedSmemBytes = (kRmsLanes + kMaxRowTile) * sizeof(float);
 size_t ring_bytes(const MatmulDecodeConfig& cfg, DType w_dtype) {
+  if (cfg.mma_stages > 0) return static_cast<size_t>(kMmaWarps) * cfg.mma_stages * kMmaWBytes;  // weights in flight
   const size_t vecs = w_dtype == DType::F32 ? 2 : 1;
   return static_cast<size_t>(cfg.rounds_in_flight) * cfg.features_per_lane * vecs * 16 * 32 * cfg.feature_warps *
          cfg.k_warps;
@@ -759,6 +1029,104 @@ bool decode_vector_loads_ok(const Tensor& x, const Tensor& w, int64_t k) {
   return k % kChunk == 0 && aligned_16(x.data) && aligned_16(w.data);
 }
 
+int sm_count_of(const Context& c) {
+  if (c.sm_count > 0) return c.sm_count;
+  int device = 0, sm_count = 0;
+  HELIUM_CUDA_CHECK(cudaGetDevice(&device));
+  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+  return sm_count;
+}
+
+// HELIUM_CUDA_MATMUL=fma: BF16 weights on the CUDA-core kernel as before the tensor-core one (an A/B switch
+// for benchmarks; it changes results, not their batch invariance).
+bool fma_forced() {
+  static const bool forced = [] {
+    const char* v = std::getenv("HELIUM_CUDA_MATMUL");
+    return v != nullptr && std::string_view(v) == "fma";
+  }();
+  return forced;
+}
+// HELIUM_CUDA_MMA_EVICT_FIRST=1: the tensor-core kernel's weight loads under the L2 evict_first policy
+// (Context::stream_evict_first) like the FMA kernel's; off by default until measured (a probe of this kernel
+// raised "illegal instruction" at the hinted cp.async with this toolkit, docs/benchmarks.md, tenth session).
+bool mma_evict_first() {
+  static const bool on = [] {
+    const char* v = std::getenv("HELIUM_CUDA_MMA_EVICT_FIRST");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  return on;
+}
+
+bool mma_operands_ok(const Tensor& w, int64_t k) { return w.dtype == DType::BF16 && k % 8 == 0 && aligned_16(w.data); }
+
+// The default configuration of the CUDA-core kernel (see matmul_decode_default_config).
+MatmulDecodeConfig fma_default_config(int64_t n, int64_t k, DType w_dtype) {
+  MatmulDecodeConfig cfg;
+  cfg.k_warps = n >= 4096 ? 1 : n >= 2048 ? 2 : 4;
+  while (cfg.k_warps > 1 && k / kChunk < int64_t{64} * cfg.k_warps) cfg.k_warps /= 2;
+  cfg.feature_warps = kMaxBlockWarps / cfg.k_warps;
+  cfg.features_per_lane = 4;
+  const int loads_per_chunk = w_dtype == DType::F32 ? 2 : 1;
+  cfg.rounds_in_flight = 16 / (cfg.features_per_lane * loads_per_chunk);
+  return cfg;
+}
+
+using MmaKernel = void (*)(DecodeParams);
+template <int RG>
+MmaKernel pick_mma_stages(int stages) {
+  switch (stages) {
+    case 4: return matmul_mma_kernel<RG, 4>;
+    case 6: return matmul_mma_kernel<RG, 6>;
+    case 8: return matmul_mma_kernel<RG, 8>;
+  }
+  return nullptr;
+}
+MmaKernel pick_mma_kernel(int row_group, int stages) {
+  switch (row_group) {
+    case 4: return pick_mma_stages<4>(stages);
+    case 8: return pick_mma_stages<8>(stages);
+    case 16: return pick_mma_stages<16>(stages);
+  }
+  return nullptr;
+}
+
+// The tensor-core kernel's launch: x's transform split into Context::matmul_scratch (split_x_kernel), then
+// the matmul with rows in groups of 4, 8 or 16 (each item streams its weights once for its group), fewer
+// stages or smaller groups where the device's shared memory is smaller (speed only).
+void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int stages) {
+  HELIUM_CUDA_REQUIRE("matmul", c.matmul_scratch != nullptr && aligned_16(c.matmul_scratch) &&
+                                    c.matmul_scratch_bytes >= static_cast<size_t>(shape.rows * shape.k) * 4);
+  auto* split = static_cast<__nv_bfloat16*>(c.matmul_scratch);
+  const int64_t chunks = (shape.k + kSplitChunk - 1) / kSplitChunk;
+  launch(c, split_x_kernel, dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(shape.rows)), kRmsLanes, 0, p,
+         split);
+  HELIUM_CUDA_CHECK(cudaGetLastError());
+  p.x_split = split;
+  int row_group = shape.rows <= 4 ? 4 : shape.rows <= 8 ? 8 : kMaxMmaRowGroup;
+  const size_t limit = smem_optin_limit();
+  while (mma_smem_bytes(row_group, stages) > limit && (stages > 4 || row_group > 4)) {
+    if (stages > 4) stages = 4;
+    else row_group /= 2;
+  }
+  const size_t smem = mma_smem_bytes(row_group, stages);
+  HELIUM_CUDA_REQUIRE("matmul", smem <= limit);
+  const bool pairs = p.act != nullptr;
+  p.row_groups = (shape.rows + row_group - 1) / row_group;
+  const int64_t positions = pairs ? p.half_n : shape.n, per_item = pairs ? kMmaFeatures / 2 : kMmaFeatures;
+  p.feature_blocks = (positions + per_item - 1) / per_item;
+  const int64_t items = p.row_groups * p.feature_blocks;
+  HELIUM_CUDA_REQUIRE("matmul", items < (int64_t{1} << 31) - int64_t{1} * 1024 * 1024);  // 32-bit item counters
+  const MmaKernel kernel = pick_mma_kernel(row_group, stages);
+  HELIUM_CUDA_REQUIRE("matmul", kernel != nullptr);
+  const int threads = kMmaWarps * 32;
+  const int per_sm = prepare_decode_kernel(kernel, threads, smem);
+  HELIUM_CUDA_REQUIRE("matmul", per_sm > 0);
+  const int64_t grid = std::min(items, int64_t{per_sm} * sm_count_of(c));
+  HELIUM_CUDA_REQUIRE("matmul", grid < (int64_t{1} << 31));
+  launch(c, kernel, static_cast<unsigned>(grid), threads, smem, p);
+  HELIUM_CUDA_CHECK(cudaGetLastError());
+}
+
 // ys: the outputs, one (rows, n) tensor or the split ranges of matmul_split (widths summing to n);
 // accumulate: add into the one output instead of overwriting it.
 // The transform of x a fused call asks for (see XForm); kNone for plain matmuls.
@@ -775,6 +1143,10 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
                    const MatmulShape& shape, const MatmulDecodeConfig& cfg, bool accumulate = false,
                    const XInput& xin = {}, const Tensor& act = Tensor()) {
   HELIUM_CUDA_REQUIRE("matmul", matmul_decode_config_valid(cfg, w.dtype));
+  if (cfg.mma_stages > 0 && !mma_operands_ok(w, shape.k)) {  // a misaligned weight view: the FMA kernel
+    launch_decode(c, x, w, bias, ys, shape, fma_default_config(shape.n, shape.k, w.dtype), accumulate, xin, act);
+    return;
+  }
   const bool pairs = act.data != nullptr;
   HELIUM_CUDA_REQUIRE("matmul", pairs ? ys.empty() && !accumulate && shape.n % 2 == 0 && cfg.features_per_lane % 2 == 0
                                       : !ys.empty() && ys.size() <= Backend::kMaxMatmulSplits);
@@ -809,6 +1181,11 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   p.evict_first = c.stream_evict_first;
   p.early_trigger = c.matmul_early_trigger;
   p.trace = c.matmul_trace;
+  if (cfg.mma_stages > 0) {
+    p.evict_first = c.stream_evict_first && mma_evict_first();
+    launch_mma(c, p, shape, cfg.mma_stages);
+    return;
+  }
 
   if (!decode_vector_loads_ok(x, w, shape.k)) {
     HELIUM_CUDA_REQUIRE("matmul", xin.xform == kNone && !pairs);  // fused callers check decode_vector_loads_ok first
@@ -858,15 +1235,9 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   // block keeps one row group), or fewer when there are fewer items. Which block takes which item changes
   // no arithmetic.
   const int threads = 32 * cfg.feature_warps * cfg.k_warps;
-  int sm_count = c.sm_count;
   const int per_sm = prepare_decode_kernel(kernel, threads, smem);
-  if (sm_count <= 0) {
-    int device = 0;
-    HELIUM_CUDA_CHECK(cudaGetDevice(&device));
-    HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-  }
   HELIUM_CUDA_REQUIRE("matmul", per_sm > 0);
-  const int64_t resident = int64_t{per_sm} * sm_count;
+  const int64_t resident = int64_t{per_sm} * sm_count_of(c);
   const int64_t grid = std::min(items, std::max(p.row_groups, resident / p.row_groups * p.row_groups));
   HELIUM_CUDA_REQUIRE("matmul", grid < (int64_t{1} << 31));
   launch(c, kernel, static_cast<unsigned>(grid), threads, smem, p);
@@ -1078,16 +1449,19 @@ bool prefill_fused(const Context& c, const Tensor& x, const XInput& xin, const T
 
 bool operator==(const MatmulDecodeConfig& a, const MatmulDecodeConfig& b) {
   return a.features_per_lane == b.features_per_lane && a.rounds_in_flight == b.rounds_in_flight &&
-         a.feature_warps == b.feature_warps && a.k_warps == b.k_warps;
+         a.feature_warps == b.feature_warps && a.k_warps == b.k_warps && a.mma_stages == b.mma_stages;
 }
 
 size_t matmul_scratch_bytes(int max_rows, int64_t max_k) {
-  if (max_rows <= kMaxDecodeRows) return 0;
-  const size_t bytes = static_cast<size_t>(max_rows) * static_cast<size_t>(max_k) * 2;
-  return (bytes + 255) / 256 * 256;
+  const size_t prefill = max_rows > kMaxDecodeRows ? static_cast<size_t>(max_rows) * static_cast<size_t>(max_k) * 2 : 0;
+  const size_t split = static_cast<size_t>(std::min(max_rows, kMaxDecodeRows)) * static_cast<size_t>(max_k) * 4;
+  return (std::max(prefill, split) + 255) / 256 * 256;
 }
 
 bool matmul_decode_config_valid(const MatmulDecodeConfig& cfg, DType w_dtype) {
+  if (cfg.mma_stages != 0)
+    return w_dtype == DType::BF16 && (cfg.mma_stages == 4 || cfg.mma_stages == 6 || cfg.mma_stages == 8) &&
+           cfg == MatmulDecodeConfig{.mma_stages = cfg.mma_stages};
   const auto pow2_upto = [](int v, int max) { return v >= 1 && v <= max && (v & (v - 1)) == 0; };
   return is_float_dtype(w_dtype) && lane_shape_supported(cfg.features_per_lane, cfg.rounds_in_flight, w_dtype) &&
          pow2_upto(cfg.feature_warps, kMaxBlockWarps) && pow2_upto(cfg.k_warps, kMaxKWarps) &&
@@ -1101,15 +1475,15 @@ bool matmul_decode_config_valid(const MatmulDecodeConfig& cfg, DType w_dtype) {
 // docs/benchmarks.md: 4 x 4 on 8 x 1 warps, e.g. 13.8 us for 4096 x 4096 against 16.7 us at 2 x 4). A
 // function of the shape only (no device property): the default order is the same everywhere; the tuner
 // (tune.cpp) replaces it with the fastest candidate of this device.
+//
+// BF16 weights with k % 8 == 0 take the tensor-core kernel (4 stages per warp ring) unless HELIUM_CUDA_MATMUL=fma:
+// the FMA kernel's throughput falls with the rows (H200, Qwen3-8B shapes: 31-36% of copy bandwidth at 8
+// rows, 4-5% at 64; the tensor-core design at 1 / 8 / 16 / 32 rows 77-100% / 78-97% / 69-92% / 50-68%,
+// tenth session's probe), and batched decode and tree verification need the same arithmetic at every row
+// count, so the kernel is chosen by the weight, never by the rows.
 MatmulDecodeConfig matmul_decode_default_config(int64_t n, int64_t k, DType w_dtype) {
-  MatmulDecodeConfig cfg;
-  cfg.k_warps = n >= 4096 ? 1 : n >= 2048 ? 2 : 4;
-  while (cfg.k_warps > 1 && k / kChunk < int64_t{64} * cfg.k_warps) cfg.k_warps /= 2;
-  cfg.feature_warps = kMaxBlockWarps / cfg.k_warps;
-  cfg.features_per_lane = 4;
-  const int loads_per_chunk = w_dtype == DType::F32 ? 2 : 1;
-  cfg.rounds_in_flight = 16 / (cfg.features_per_lane * loads_per_chunk);
-  return cfg;
+  if (w_dtype == DType::BF16 && k % 8 == 0 && !fma_forced()) return MatmulDecodeConfig{.mma_stages = 4};
+  return fma_default_config(n, k, w_dtype);
 }
 
 size_t matmul_decode_ring_bytes(const MatmulDecodeConfig& config, DType w_dtype) { return ring_bytes(config, w_dtype); }
@@ -1119,6 +1493,11 @@ std::vector<MatmulDecodeConfig> matmul_decode_candidates(int64_t n, int64_t k, D
   const MatmulDecodeConfig fallback = matmul_decode_default_config(n, k, w_dtype);
   out.push_back(fallback);
   const size_t limit = smem_optin_limit();
+  if (fallback.mma_stages > 0) {  // the tensor-core kernel: only the ring depth is free (at one row's groups)
+    for (int stages : {6, 8})
+      if (mma_smem_bytes(4, stages) <= limit) out.push_back(MatmulDecodeConfig{.mma_stages = stages});
+    return out;
+  }
   const auto& shapes = w_dtype == DType::F32 ? kLaneShapes32 : kLaneShapes16;
   for (const LaneShape& l : shapes)
     for (int k_warps : {1, 2, 4}) {
@@ -1147,6 +1526,7 @@ const char* matmul_path(const Context& c, const Tensor& x, const Tensor& w, cons
   LtGemm gemm;
   PrefillPlan plan{};
   if (shape.rows > 0 && shape.n > 0 && plan_prefill(c, x, w, bias, y, shape, gemm, plan)) return "cublaslt";
+  if (decode_config_for(c, shape, w.dtype).mma_stages > 0 && mma_operands_ok(w, shape.k)) return "decode-mma";
   return decode_vector_loads_ok(x, w, shape.k) ? "decode" : "decode-unaligned";
 }
 

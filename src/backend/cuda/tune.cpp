@@ -38,7 +38,7 @@ std::string sanitize(std::string s) {
 
 nlohmann::json config_to_json(const cuda::MatmulDecodeConfig& c) {
   return {{"features_per_lane", c.features_per_lane}, {"rounds_in_flight", c.rounds_in_flight},
-          {"feature_warps", c.feature_warps}, {"k_warps", c.k_warps}};
+          {"feature_warps", c.feature_warps}, {"k_warps", c.k_warps}, {"mma_stages", c.mma_stages}};
 }
 
 }  // namespace
@@ -85,7 +85,10 @@ std::string CudaBackend::tuning_cache_path(const std::vector<MatmulShape>& shape
   std::ostringstream key;
   // The kernel's revision: a choice timed on an earlier decode kernel is measured again, not reused.
   key << "decode-kernel-" << cuda::kMatmulDecodeKernelRevision << ";rule-" << kSelectionRuleRevision << ';';
-  for (const auto& s : shapes) key << s.n << 'x' << s.k << dtype_name(s.dtype) << ';';
+  // The kernel each shape defaults to (HELIUM_CUDA_MATMUL=fma keeps BF16 on the FMA kernel): its own cache.
+  for (const auto& s : shapes)
+    key << s.n << 'x' << s.k << dtype_name(s.dtype) << 'm' << cuda::matmul_decode_default_config(s.n, s.k, s.dtype).mma_stages
+        << ';';
   const size_t hash = std::hash<std::string>{}(key.str());
   std::ostringstream name;
   name << sanitize(impl_->info.name) << "_sm" << impl_->info.compute_capability << "_driver" << impl_->info.driver_version
@@ -109,7 +112,7 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
           sc.w_dtype = dtype_from_name(e.at("dtype").get<std::string>()).value_or(DType::BF16);
           const auto& c = e.at("config");
           sc.config = {c.at("features_per_lane").get<int>(), c.at("rounds_in_flight").get<int>(),
-                       c.at("feature_warps").get<int>(), c.at("k_warps").get<int>()};
+                       c.at("feature_warps").get<int>(), c.at("k_warps").get<int>(), c.at("mma_stages").get<int>()};
           if (!cuda::matmul_decode_config_valid(sc.config, sc.w_dtype)) throw std::runtime_error("invalid config");
           m.matmul_table.entries.push_back(sc);
         }

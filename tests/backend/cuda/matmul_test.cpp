@@ -259,6 +259,14 @@ struct Tolerance {
 // give 1e-3.
 Tolerance decode_tolerance(int64_t k) { return {0.0, kF32Unit, decode_rounding_depth(k), 8e-6}; }
 
+// Tensor-core decode path (BF16 w): x split into two BF16 parts, hi + lo within 2^-18 |x| of x (margin:
+// 2^-16); products exact, the MMA's f32 accumulation in an unknown order (any-order depth, 2^-23 per
+// rounding as for the prefill path). Normwise about 2^-18 / sqrt(3) = 2.2e-6 is expected.
+Tolerance mma_tolerance(int64_t k) { return {1.0 / 65536, 2.0 * kF32Unit, k + 2, 1e-5}; }
+
+// The tolerance of the path matmul_path() names.
+Tolerance path_tolerance(const std::string& path, DType w_dtype, int64_t k);
+
 // Prefill path: x rounded to BF16 (unit 2^-8) or F16 (2^-11) for 16-bit w, none for F32 w; the tensor
 // cores' or cuBLAS's f32 accumulation order is unknown, so the bound takes the any-order depth k + 2 with
 // a unit of 2^-23 (tensor cores may truncate instead of rounding). Normwise: random rounding of x gives
@@ -269,6 +277,11 @@ Tolerance prefill_tolerance(DType w_dtype, int64_t k) {
     case DType::F16: return {1.0 / 2048, 2.0 * kF32Unit, k + 2, 5e-4};
     default: return {0.0, 2.0 * kF32Unit, k + 2, 8e-6};
   }
+}
+
+Tolerance path_tolerance(const std::string& path, DType w_dtype, int64_t k) {
+  if (path == "cublaslt") return prefill_tolerance(w_dtype, k);
+  return path == "decode-mma" ? mma_tolerance(k) : decode_tolerance(k);
 }
 
 std::string describe(const Problem& p, int64_t rows, const std::string& path) {
@@ -329,7 +342,7 @@ uint32_t bits_of(float f) {
 std::string config_string(const MatmulDecodeConfig& c) {
   std::ostringstream s;
   s << "{features_per_lane " << c.features_per_lane << ", rounds_in_flight " << c.rounds_in_flight
-    << ", feature_warps " << c.feature_warps << ", k_warps " << c.k_warps << "}";
+    << ", feature_warps " << c.feature_warps << ", k_warps " << c.k_warps << ", mma_stages " << c.mma_stages << "}";
   return s.str();
 }
 
@@ -358,7 +371,7 @@ TEST_F(CudaMatmulTest, MatchesDoubleReferenceOverOddShapes) {
                   make_weights(dtype, random_reals(rng, static_cast<size_t>(n * k))), nullptr);
         for (int64_t rows : kRowCounts) {
           const std::string path = p.path(g, rows);
-          const Tolerance t = path == "cublaslt" ? prefill_tolerance(dtype, k) : decode_tolerance(k);
+          const Tolerance t = path_tolerance(path, dtype, k);
           const std::vector<float> y = p.run(g, rows);
           ASSERT_TRUE(check_against_reference(p, rows, y, kCheckedRows, &t, describe(p, rows, path)));
         }
@@ -420,7 +433,7 @@ TEST_F(CudaMatmulTest, BiasInEveryDtypeOnBothPaths) {
                   make_weights(w_dtype, random_reals(rng, static_cast<size_t>(n * k))), &bias);
         for (int64_t rows : {1, 7, 64, 200}) {
           const std::string path = p.path(g, rows);
-          const Tolerance t = path == "cublaslt" ? prefill_tolerance(w_dtype, k) : decode_tolerance(k);
+          const Tolerance t = path_tolerance(path, w_dtype, k);
           const std::vector<float> y = p.run(g, rows);
           ASSERT_TRUE(check_against_reference(p, rows, y, {0, 6, 63, 199}, &t, describe(p, rows, path)));
         }
@@ -597,9 +610,14 @@ TEST_F(CudaMatmulTest, EveryCandidateConfigurationIsExactAndInvariant) {
                   make_weights(dtype, random_integers(rng, static_cast<size_t>(n * k), 4)), nullptr);
     Problem real(64, n, k, random_reals(rng, static_cast<size_t>(64 * k)),
                  make_weights(dtype, random_reals(rng, static_cast<size_t>(n * k))), nullptr);
-    const std::vector<MatmulDecodeConfig> candidates = cuda::matmul_decode_candidates(n, k, dtype);
-    ASSERT_GE(candidates.size(), 10u);
+    std::vector<MatmulDecodeConfig> candidates = cuda::matmul_decode_candidates(n, k, dtype);
+    ASSERT_GE(candidates.size(), dtype == DType::BF16 ? 3u : 10u);
     ASSERT_EQ(candidates.front(), cuda::matmul_decode_default_config(n, k, dtype));
+    if (dtype == DType::BF16) {  // the tensor-core kernel's ring depths, and the FMA kernel's BF16 instances
+      ASSERT_GT(candidates.front().mma_stages, 0);
+      const std::vector<MatmulDecodeConfig> fma = cuda::matmul_decode_candidates(n, k, DType::F16);
+      candidates.insert(candidates.end(), fma.begin(), fma.end());
+    }
     for (const MatmulDecodeConfig& cfg : candidates) {
       ASSERT_TRUE(cuda::matmul_decode_config_valid(cfg, dtype));
       const std::string what = std::string(dtype_name(dtype)) + " config " + config_string(cfg);
@@ -613,22 +631,26 @@ TEST_F(CudaMatmulTest, EveryCandidateConfigurationIsExactAndInvariant) {
   }
 }
 
-// A misaligned view of x (4 bytes off 16) goes to the scalar-load kernel, which must produce the bits of
-// the vector kernel: the order is the shape's, not the kernel's.
+// A misaligned view of x (4 bytes off 16) goes to the scalar-load kernel (F16 w), or to the tensor-core
+// kernel's 4-byte copies (BF16 w), which must produce the bits of the aligned call: the order is the
+// shape's, not the loads'.
 TEST_F(CudaMatmulTest, UnalignedOperandsGiveTheSameBits) {
   GpuContext g(64, 4096);
   std::mt19937 rng(17);
-  for (int64_t n : {4096, 2048, 1024}) {  // k_warps 1, 2, 4 by default
+  for (DType dtype : {DType::F16, DType::BF16})
+  for (int64_t n : {4096, 2048, 1024}) {  // k_warps 1, 2, 4 by default (FMA kernel)
     const int64_t k = 4096, rows = 5;
     Problem p(rows, n, k, random_reals(rng, static_cast<size_t>(rows * k)),
-              make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(n * k))), nullptr);
-    ASSERT_EQ(p.path(g, rows), "decode");
+              make_weights(dtype, random_reals(rng, static_cast<size_t>(n * k))), nullptr);
+    const std::string path = dtype == DType::BF16 ? "decode-mma" : "decode";
+    ASSERT_EQ(p.path(g, rows), path);
     const std::vector<float> aligned = p.run(g, rows);
 
     DeviceArray shifted(static_cast<size_t>(rows * k + 1) * 4);
     shifted.upload(p.x.data(), p.x.size() * 4, 4);
     const Tensor x_view(shifted.as<float>() + 1, DType::F32, {rows, k});
-    ASSERT_STREQ(cuda::matmul_path(g.ctx, x_view, p.w_tensor(), Tensor(), p.y_rows(0, rows)), "decode-unaligned");
+    ASSERT_STREQ(cuda::matmul_path(g.ctx, x_view, p.w_tensor(), Tensor(), p.y_rows(0, rows)),
+                 dtype == DType::BF16 ? "decode-mma" : "decode-unaligned");
     p.poison_y(g);
     cuda::matmul(g.ctx, x_view, p.w_tensor(), Tensor(), p.y_rows(0, rows));
     const std::vector<float> unaligned = p.download_y(g, rows);
@@ -658,7 +680,7 @@ TEST_F(CudaMatmulTest, TunedTableEntryIsUsed) {
 
 // Host-side facts (no GPU needed).
 TEST(CudaMatmulHostTest, ScratchSize) {
-  EXPECT_EQ(cuda::matmul_scratch_bytes(64, 12288), 0u);
+  EXPECT_GE(cuda::matmul_scratch_bytes(64, 12288), size_t{64} * 12288 * 4);  // the tensor-core kernel's split x
   EXPECT_GE(cuda::matmul_scratch_bytes(4096, 12288), size_t{4096} * 12288 * 2);
 }
 
