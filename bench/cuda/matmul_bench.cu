@@ -134,6 +134,10 @@ double time_per_call_ms(cudaStream_t stream, int calls, int samples, F&& call) {
 
 std::string config_string(const cuda::MatmulDecodeConfig& c) {
   char buf[96];
+  if (c.mma_stages > 0) {
+    std::snprintf(buf, sizeof buf, "tensor cores, %d stages", c.mma_stages);
+    return buf;
+  }
   std::snprintf(buf, sizeof buf, "lane %d x %d rounds, warps %d x %d k", c.features_per_lane, c.rounds_in_flight,
                 c.feature_warps, c.k_warps);
   return buf;
@@ -538,6 +542,7 @@ int run(const Options& opt) {
         e.kv("rounds_in_flight", cfg.rounds_in_flight);
         e.kv("feature_warps", cfg.feature_warps);
         e.kv("k_warps", cfg.k_warps);
+        e.kv("mma_stages", cfg.mma_stages);
         e.kv("us_rows_1", ms1 * 1e3);
         e.kv("us_rows_8", ms8 * 1e3, false);
         e.raw("}");

@@ -15,7 +15,10 @@ import glob, json, sys
 for path in glob.glob(sys.argv[1] + "/*.json"):
     for e in json.load(open(path)).get("shapes", []):
         c = e["config"]
-        print(f"tuned {e['n']} x {e['k']}: lane {c['features_per_lane']} x {c['rounds_in_flight']} rounds, "
-              f"warps {c['feature_warps']} x {c['k_warps']} k, {e['us']:.1f} us")
+        if c.get("mma_stages", 0) > 0:
+            print(f"tuned {e['n']} x {e['k']} ({e['dtype']}): tensor cores, {c['mma_stages']} stages, {e['us']:.1f} us")
+        else:
+            print(f"tuned {e['n']} x {e['k']} ({e['dtype']}): lane {c['features_per_lane']} x {c['rounds_in_flight']} rounds, "
+                  f"warps {c['feature_warps']} x {c['k_warps']} k, {e['us']:.1f} us")
 PY
 }

@@ -344,6 +344,9 @@ void CudaBackend::swiglu_mlp_add(Tensor x, const Tensor& norm_w, float eps, bool
                             down_bias);
     return;
   }
+  if (cuda::rms_norm_swiglu_mlp_add(impl_->ctx, x, norm_w, eps, zero_centred, w_gate_up, gate_up_bias, gate, w_down,
+                                    down_bias))
+    return;
   cuda::rms_norm_matmul_swiglu(impl_->ctx, x, norm_w, eps, zero_centred, w_gate_up, gate_up_bias, gate);
   cuda::matmul_add(impl_->ctx, gate, w_down, down_bias, xn_scratch, x);
 }

@@ -173,6 +173,13 @@ void swiglu_matmul_add(const Context& c, const Tensor& gate, const Tensor& up, c
 bool rms_norm_matmul_swiglu_fusable(const Tensor& x, const Tensor& w);
 void rms_norm_matmul_swiglu(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
                             const Tensor& w, const Tensor& bias, const Tensor& act);
+// x += down(rms_norm_matmul_swiglu(x)) on the tensor-core kernel, gate/up's store also writing the activation's
+// BF16 split, which down reads instead of splitting act itself (one kernel fewer; the same bits as
+// rms_norm_matmul_swiglu then matmul_add). False, with nothing enqueued, when either weight or the rows do
+// not take that kernel.
+bool rms_norm_swiglu_mlp_add(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
+                             const Tensor& w_gate_up, const Tensor& gate_up_bias, const Tensor& act, const Tensor& w_down,
+                             const Tensor& down_bias);
 void qk_norm_rope_kv_write(const Context& c, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                            const Tensor& k_norm, float eps, int n_heads, int n_kv_heads, const Tensor& positions,
                            const Tensor& inv_freq, const RopeParams& rope, const Tensor& slots, const Tensor& k_cache,

@@ -190,6 +190,7 @@ struct DecodeParams {
   bool evict_first;        // w loaded with the L2 evict_first policy (Context::stream_evict_first)
   bool early_trigger;      // the next kernel may launch once the first rounds are issued (Context)
   const __nv_bfloat16* x_split;  // tensor-core kernel: (2 · rows, k) split of the transformed x (split_x_kernel)
+  __nv_bfloat16* act_split;      // tensor-core kernel, pairs: also act's split (2 · rows, half_n), or null
   unsigned long long* trace;  // Context::matmul_trace, or null
 };
 
@@ -537,6 +538,7 @@ constexpr int kMmaFeatures = 16;                          // w rows of an item (
 constexpr int kMmaWBytes = kMmaFeatures * kMmaStepK * 2;  // the stage's weights
 constexpr int kMaxMmaRowGroup = 16;
 
+// A warp stage: the 16 weight rows, then the 2 · RG split rows of x.
 __host__ __device__ constexpr int mma_stage_bytes(int row_group) { return kMmaWBytes + 2 * row_group * kMmaStepK * 2; }
 // The whole block: the warps' rings and the warps' sums [kw][NT · 4][32].
 constexpr size_t mma_smem_bytes(int row_group, int stages) {
@@ -601,12 +603,14 @@ __global__ void __launch_bounds__(kRmsLanes) split_x_kernel(const DecodeParams p
 
 template <int RG, int S>
 __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const DecodeParams p) {
+  constexpr int MT = 1;       // weight tiles of 16 rows per warp stage (2 and 4 were measured slower; eleventh session)
   constexpr int NT = RG / 4;  // n-tiles of 8 B columns: 4 rows each (hi and lo columns)
   constexpr int kStage = mma_stage_bytes(RG);
+  constexpr int kItemFeatures = MT * kMmaFeatures;
   extern __shared__ __align__(128) uint8_t mma_smem[];
   const int lane = threadIdx.x & 31, kw = threadIdx.x >> 5;
   uint8_t* ring = mma_smem + kw * S * kStage;
-  float* red = reinterpret_cast<float*>(mma_smem + kMmaWarps * S * kStage);  // [kw][NT · 4][32]
+  float* red = reinterpret_cast<float*>(mma_smem + kMmaWarps * S * kStage);  // [kw][MT · NT · 4][32]
   const bool pairs = p.act != nullptr;
   // Stages per warp and item; items (< 2^31, checked at launch) and their coordinates in 32 bits, advanced
   // without division in the loop.
@@ -642,14 +646,14 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     uint8_t* stage = ring + slot * kStage;
     const int64_t k0 = (c.step * kMmaWarps + kw) * kMmaStepK;
 #pragma unroll
-    for (int j = 0; j < kMmaWBytes / 16 / 32; ++j) {
-      const int piece = j * 32 + lane, r = piece >> 3, ch = piece & 7;
+    for (int j = 0; j < MT * kMmaWBytes / 16 / 32; ++j) {
+      const int piece = j * 32 + lane, r = piece >> 3, ch = piece & 7;  // r: row of the MT · 16
       int64_t row;
-      if (pairs) {
-        const int64_t position = min(int64_t{c.block} * (kMmaFeatures / 2) + (r & 7), p.half_n - 1);
-        row = r < 8 ? position : p.half_n + position;
+      if (pairs) {  // tile m: 8 gate rows, then the 8 up rows of the same positions
+        const int64_t position = min(int64_t{c.block} * (kItemFeatures / 2) + (r >> 4) * 8 + (r & 7), p.half_n - 1);
+        row = (r & 15) < 8 ? position : p.half_n + position;
       } else {
-        row = min(int64_t{c.block} * kMmaFeatures + r, p.n - 1);
+        row = min(int64_t{c.block} * kItemFeatures + r, p.n - 1);
       }
       const int64_t col = k0 + ch * 8;
       const bool valid = col < p.k;
@@ -660,7 +664,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
   // A stage's 2 · RG split rows of x into ring slot `slot`: rows past `rows` and k past the end are zeros.
   auto issue_x = [&](const Cursor& c, int slot) {
     if (c.item >= items) return;
-    uint8_t* xs = ring + slot * kStage + kMmaWBytes;
+    uint8_t* xs = ring + slot * kStage + MT * kMmaWBytes;
     const int64_t k0 = (c.step * kMmaWarps + kw) * kMmaStepK;
 #pragma unroll
     for (int j = 0; j < 2 * RG * 8 / 32; ++j) {
@@ -690,9 +694,14 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
   // Groups so far: weights of stages 0 .. S-2, then their x; each step below adds stage i + S - 1 whole, so
   // with S - 1 groups left pending, stage i has landed.
 
-  float acc[NT][4];
+  float acc[MT][NT][4];
+  auto clear = [&] {
 #pragma unroll
-  for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) acc[m][j][0] = acc[m][j][1] = acc[m][j][2] = acc[m][j][3] = 0.0f;
+  };
+  clear();
   int issue_slot = S - 1, work_slot = 0;
   bool first = true;
   while (work.item < items) {
@@ -706,13 +715,16 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     const uint8_t* stage = ring + work_slot * kStage;
 #pragma unroll
     for (int kk = 0; kk < kMmaStepK / 16; ++kk) {
-      uint32_t a[4];
-      ldmatrix_x4(a, stage + mma_swizzle((lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+        ldmatrix_x4(a[m], stage + mma_swizzle(m * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         uint32_t b0, b1;
-        ldmatrix_x2(b0, b1, stage + kMmaWBytes + mma_swizzle(j * 8 + (lane & 7), 2 * kk + ((lane >> 3) & 1)));
-        mma_bf16_16x8x16(acc[j], a, b0, b1);
+        ldmatrix_x2(b0, b1, stage + MT * kMmaWBytes + mma_swizzle(j * 8 + (lane & 7), 2 * kk + ((lane >> 3) & 1)));
+#pragma unroll
+        for (int m = 0; m < MT; ++m) mma_bf16_16x8x16(acc[m][j], a[m], b0, b1);
       }
     }
     __syncwarp();  // the slot is refilled by this warp's next issue
@@ -726,40 +738,50 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
 
     // The item's end: the warps' sums in warp order, stored by warp 0.
 #pragma unroll
-    for (int j = 0; j < NT; ++j)
+    for (int m = 0; m < MT; ++m)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) red[(kw * NT * 4 + j * 4 + e) * 32 + lane] = acc[j][e];
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) red[(((kw * MT + m) * NT + j) * 4 + e) * 32 + lane] = acc[m][j][e];
     __syncthreads();
     if (kw == 0) {
 #pragma unroll
-      for (int j = 0; j < NT; ++j) {
+      for (int m = 0; m < MT; ++m)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
+        for (int j = 0; j < NT; ++j) {
+          float* c = acc[m][j];
 #pragma unroll
-          for (int q = 1; q < kMmaWarps; ++q) acc[j][e] = __fadd_rn(acc[j][e], red[(q * NT * 4 + j * 4 + e) * 32 + lane]);
-        const int64_t row = work.row0 + j * 4 + (lane & 3);  // columns 2(lane % 4) and + 1 of tile j
-        float y0 = __fadd_rn(acc[j][0], acc[j][1]), y1 = __fadd_rn(acc[j][2], acc[j][3]);  // features +0, +8
-        if (row >= p.rows) continue;
-        if (pairs) {  // y0 the gate, y1 the up of one position
-          const int64_t position = int64_t{work.block} * (kMmaFeatures / 2) + (lane >> 2);
-          if (position < p.half_n) {
-            if (p.bias != nullptr) {
-              y0 = __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, position));
-              y1 = __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, p.half_n + position));
+          for (int e = 0; e < 4; ++e)
+#pragma unroll
+            for (int q = 1; q < kMmaWarps; ++q) c[e] = __fadd_rn(c[e], red[(((q * MT + m) * NT + j) * 4 + e) * 32 + lane]);
+          const int64_t row = work.row0 + j * 4 + (lane & 3);  // columns 2(lane % 4) and + 1 of tile j
+          float y0 = __fadd_rn(c[0], c[1]), y1 = __fadd_rn(c[2], c[3]);  // features +0, +8 of tile m
+          if (row >= p.rows) continue;
+          if (pairs) {  // y0 the gate, y1 the up of one position
+            const int64_t position = int64_t{work.block} * (kItemFeatures / 2) + m * 8 + (lane >> 2);
+            if (position < p.half_n) {
+              if (p.bias != nullptr) {
+                y0 = __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, position));
+                y1 = __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, p.half_n + position));
+              }
+              const float a = silu_mul(y0, y1);
+              p.act[row * p.half_n + position] = a;
+              if (p.act_split != nullptr) {  // split_x_kernel's split of a, for the down projection
+                const __nv_bfloat16 hi = __float2bfloat16_rn(a);
+                p.act_split[2 * row * p.half_n + position] = hi;
+                p.act_split[(2 * row + 1) * p.half_n + position] = __float2bfloat16_rn(__fsub_rn(a, __bfloat162float(hi)));
+              }
             }
-            p.act[row * p.half_n + position] = silu_mul(y0, y1);
+          } else {
+            const int64_t f = int64_t{work.block} * kItemFeatures + m * 16 + (lane >> 2);
+            if (f < p.n) store_output(p, row, f, p.bias != nullptr ? __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, f)) : y0);
+            if (f + 8 < p.n)
+              store_output(p, row, f + 8, p.bias != nullptr ? __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, f + 8)) : y1);
           }
-        } else {
-          const int64_t f = int64_t{work.block} * kMmaFeatures + (lane >> 2);
-          if (f < p.n) store_output(p, row, f, p.bias != nullptr ? __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, f)) : y0);
-          if (f + 8 < p.n)
-            store_output(p, row, f + 8, p.bias != nullptr ? __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, f + 8)) : y1);
         }
-      }
     }
     __syncthreads();  // red is written again at the next item's end
-#pragma unroll
-    for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    clear();
     if (work.item == static_cast<int>(blockIdx.x)) stamp(4);
     advance(work);
   }
@@ -1093,15 +1115,21 @@ MmaKernel pick_mma_kernel(int row_group, int stages) {
 // The tensor-core kernel's launch: x's transform split into Context::matmul_scratch (split_x_kernel), then
 // the matmul with rows in groups of 4, 8 or 16 (each item streams its weights once for its group), fewer
 // stages or smaller groups where the device's shared memory is smaller (speed only).
-void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int stages) {
-  HELIUM_CUDA_REQUIRE("matmul", c.matmul_scratch != nullptr && aligned_16(c.matmul_scratch) &&
-                                    c.matmul_scratch_bytes >= static_cast<size_t>(shape.rows * shape.k) * 4);
-  auto* split = static_cast<__nv_bfloat16*>(c.matmul_scratch);
-  const int64_t chunks = (shape.k + kSplitChunk - 1) / kSplitChunk;
-  launch(c, split_x_kernel, dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(shape.rows)), kRmsLanes, 0, p,
-         split);
-  HELIUM_CUDA_CHECK(cudaGetLastError());
-  p.x_split = split;
+// presplit: x's split is already there (written by the previous matmul's store), no split kernel.
+void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int stages,
+                const __nv_bfloat16* presplit = nullptr) {
+  if (presplit != nullptr) {
+    p.x_split = presplit;
+  } else {
+    HELIUM_CUDA_REQUIRE("matmul", c.matmul_scratch != nullptr && aligned_16(c.matmul_scratch) &&
+                                      c.matmul_scratch_bytes >= static_cast<size_t>(shape.rows * shape.k) * 4);
+    auto* split = static_cast<__nv_bfloat16*>(c.matmul_scratch);
+    const int64_t chunks = (shape.k + kSplitChunk - 1) / kSplitChunk;
+    launch(c, split_x_kernel, dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(shape.rows)), kRmsLanes, 0, p,
+           split);
+    HELIUM_CUDA_CHECK(cudaGetLastError());
+    p.x_split = split;
+  }
   int row_group = shape.rows <= 4 ? 4 : shape.rows <= 8 ? 8 : kMaxMmaRowGroup;
   const size_t limit = smem_optin_limit();
   while (mma_smem_bytes(row_group, stages) > limit && (stages > 4 || row_group > 4)) {
@@ -1139,14 +1167,19 @@ struct XInput {
 };
 
 // act: SwiGLU pairs (DecodeParams::act) into act(rows, n/2) instead of ys (then empty).
+// act_split / presplit: the tensor-core kernel's split of act written by a pairs store / read instead of
+// splitting x (both null otherwise).
 void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys,
                    const MatmulShape& shape, const MatmulDecodeConfig& cfg, bool accumulate = false,
-                   const XInput& xin = {}, const Tensor& act = Tensor()) {
+                   const XInput& xin = {}, const Tensor& act = Tensor(), __nv_bfloat16* act_split = nullptr,
+                   const __nv_bfloat16* presplit = nullptr) {
   HELIUM_CUDA_REQUIRE("matmul", matmul_decode_config_valid(cfg, w.dtype));
   if (cfg.mma_stages > 0 && !mma_operands_ok(w, shape.k)) {  // a misaligned weight view: the FMA kernel
+    HELIUM_CUDA_REQUIRE("matmul", act_split == nullptr && presplit == nullptr);
     launch_decode(c, x, w, bias, ys, shape, fma_default_config(shape.n, shape.k, w.dtype), accumulate, xin, act);
     return;
   }
+  HELIUM_CUDA_REQUIRE("matmul", cfg.mma_stages > 0 || (act_split == nullptr && presplit == nullptr));
   const bool pairs = act.data != nullptr;
   HELIUM_CUDA_REQUIRE("matmul", pairs ? ys.empty() && !accumulate && shape.n % 2 == 0 && cfg.features_per_lane % 2 == 0
                                       : !ys.empty() && ys.size() <= Backend::kMaxMatmulSplits);
@@ -1183,7 +1216,8 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   p.trace = c.matmul_trace;
   if (cfg.mma_stages > 0) {
     p.evict_first = c.stream_evict_first && mma_evict_first();
-    launch_mma(c, p, shape, cfg.mma_stages);
+    p.act_split = act_split;
+    launch_mma(c, p, shape, cfg.mma_stages, presplit);
     return;
   }
 
@@ -1454,7 +1488,8 @@ bool operator==(const MatmulDecodeConfig& a, const MatmulDecodeConfig& b) {
 
 size_t matmul_scratch_bytes(int max_rows, int64_t max_k) {
   const size_t prefill = max_rows > kMaxDecodeRows ? static_cast<size_t>(max_rows) * static_cast<size_t>(max_k) * 2 : 0;
-  const size_t split = static_cast<size_t>(std::min(max_rows, kMaxDecodeRows)) * static_cast<size_t>(max_k) * 4;
+  // Two splits: x's, and the MLP's activation written by gate/up for down (rms_norm_swiglu_mlp_add).
+  const size_t split = 2 * ((static_cast<size_t>(std::min(max_rows, kMaxDecodeRows)) * static_cast<size_t>(max_k) * 4 + 255) / 256 * 256);
   return (std::max(prefill, split) + 255) / 256 * 256;
 }
 
@@ -1643,6 +1678,31 @@ void rms_norm_matmul_swiglu(const Context& c, const Tensor& x, const Tensor& nor
   check_output("rms_norm_matmul_swiglu", act, shape.rows, shape.n / 2, x, w, bias);
   const XInput xin = rms_norm_input(norm_w, eps, zero_centred);
   launch_decode(c, x, w, bias, {}, shape, decode_config_for(c, shape, w.dtype), false, xin, act);  // FT is even
+}
+
+bool rms_norm_swiglu_mlp_add(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
+                             const Tensor& w_gate_up, const Tensor& gate_up_bias, const Tensor& act, const Tensor& w_down,
+                             const Tensor& down_bias) {
+  if (!rms_norm_matmul_swiglu_fusable(x, w_gate_up) || w_down.rank != 2 || norm_w.numel() != w_gate_up.dim(1)) return false;
+  const MatmulShape up_shape = check_inputs("rms_norm_swiglu_mlp_add", x, w_gate_up, gate_up_bias);
+  check_output("rms_norm_swiglu_mlp_add", act, up_shape.rows, up_shape.n / 2, x, w_gate_up, gate_up_bias);
+  const MatmulShape down_shape = check_operands("rms_norm_swiglu_mlp_add", act, w_down, down_bias, x);
+  const MatmulDecodeConfig up_cfg = decode_config_for(c, up_shape, w_gate_up.dtype),
+                           down_cfg = decode_config_for(c, down_shape, w_down.dtype);
+  if (up_cfg.mma_stages == 0 || down_cfg.mma_stages == 0 || !mma_operands_ok(w_gate_up, up_shape.k) ||
+      !mma_operands_ok(w_down, down_shape.k))
+    return false;
+  // The activation's split after x's split (both in matmul_scratch: matmul_scratch_bytes counts two).
+  const size_t offset = (static_cast<size_t>(up_shape.rows * up_shape.k) * 4 + 255) / 256 * 256;
+  HELIUM_CUDA_REQUIRE("rms_norm_swiglu_mlp_add",
+                      c.matmul_scratch != nullptr &&
+                          c.matmul_scratch_bytes >= offset + static_cast<size_t>(down_shape.rows * down_shape.k) * 4);
+  auto* act_split = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(c.matmul_scratch) + offset);
+  launch_decode(c, x, w_gate_up, gate_up_bias, {}, up_shape, up_cfg, false, rms_norm_input(norm_w, eps, zero_centred), act,
+                act_split);
+  launch_decode(c, act, w_down, down_bias, std::span<const Tensor>(&x, 1), down_shape, down_cfg, /*accumulate=*/true, {},
+                Tensor(), nullptr, act_split);
+  return true;
 }
 
 void swiglu_matmul_add(const Context& c, const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& bias,
