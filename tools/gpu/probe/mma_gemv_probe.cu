@@ -1,4 +1,5 @@
-// tools/gpu/probe/mma_gemv_probe.cu — a diagnostic, not part of the engine: can a tensor-core decode matmul
+// tools/gpu/probe/mma_gemv_probe.cu — a diagnostic (the engine's kernel grew from it: matmul_mma_kernel in
+// src/backend/cuda/matmul.cu, x split by a kernel of its own, fusions and the tuner): can a tensor-core decode matmul
 // stream BF16 weights at the bandwidth for 1 to 64 rows, so that one kernel (and so one arithmetic) serves
 // decode, batched decode and tree verification (batch invariance, DESIGN.md invariant 2)? The engine's
 // decode kernel multiplies on CUDA cores and reads the weights once per row group, which for 8–64 rows
