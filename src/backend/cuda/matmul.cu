@@ -204,6 +204,15 @@ __device__ __forceinline__ void store_output(const DecodeParams& p, int64_t row,
   *out = p.accumulate ? __fadd_rn(prior != nullptr ? *prior : *out, v) : v;
 }
 
+// This block's %globaltimer stamp of `event` into Context::matmul_trace (thread 0; nothing without a trace).
+__device__ __forceinline__ void trace_stamp(const DecodeParams& p, int event) {
+  if (p.trace != nullptr && threadIdx.x == 0) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    p.trace[blockIdx.x * kMatmulTraceEvents + event] = t;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // The decode kernel. Work item i carries rows [row_group · RT, +RT) and features
 // [(feature_block · feature_warps + fw) · FT, +FT) for each of its feature warps fw, with items numbered
@@ -248,14 +257,7 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
   // [RIF][FT · kVecs][blockDim] 16-byte slots: consecutive threads own consecutive slots.
   uint4* ring = reinterpret_cast<uint4*>(smem + RT * 2 * tile_chunks) + (kRmsLanes + kMaxRowTile) / 4;
   const uint64_t policy = evict_first_policy();
-  auto stamp = [&](int event) {
-    if (p.trace != nullptr && threadIdx.x == 0) {
-      unsigned long long t;
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-      p.trace[blockIdx.x * kMatmulTraceEvents + event] = t;
-    }
-  };
-  stamp(0);
+  trace_stamp(p, 0);
 
   // The first output position of this warp in the block's iter-th item (FT features each, or FT/2 pairs),
   // and the w row of its feature f (n - 1 bounds the address of features past n).
@@ -349,10 +351,10 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
     for (int64_t i = threadIdx.x; i < lines; i += blockDim.x)
       asm volatile("prefetch.global.L1 [%0];" ::"l"(static_cast<const char*>(p.norm_w) + i * 128));
   }
-  stamp(1);
+  trace_stamp(p, 1);
   if (p.early_trigger) pdl_launch_dependents();
   pdl_wait();
-  stamp(2);
+  trace_stamp(p, 2);
 
   if (p.xform == kRmsNorm) {  // each row's scale, before any tile is staged (tiles need the whole row)
     for (int r = 0; r < RT; ++r) {
@@ -364,7 +366,7 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
   if (one_tile) {  // x stays in shared memory for all of the block's items
     stage_x_tile(0);
     __syncthreads();
-    stamp(3);
+    trace_stamp(p, 3);
   }
 
   for (int64_t iter = 0; item_exists(iter); ++iter) {
@@ -392,7 +394,7 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
           __syncthreads();  // everyone is done with the previous tile (or item)
           stage_x_tile(j);
           __syncthreads();
-          if (iter == 0 && j == 0) stamp(3);
+          if (iter == 0 && j == 0) trace_stamp(p, 3);
           tile_first_round = j;
           next_tile_round = j + p.tile_rounds;
         }
@@ -463,10 +465,10 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32)
         store_output(p, row, feature, mine, &prior);
       }
     }
-    if (iter == 0) stamp(4);
+    if (iter == 0) trace_stamp(p, 4);
   }
   copy_async_wait_group<0>();  // only empty groups remain; nothing may land after the block exits
-  stamp(5);
+  trace_stamp(p, 5);
   if (!p.early_trigger) pdl_launch_dependents();  // every load of w is done: the next kernel may take the SMs
 }
 
@@ -618,14 +620,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
   const int row_groups = static_cast<int>(p.row_groups);
   const int items = static_cast<int>(p.row_groups * p.feature_blocks);
   const uint64_t policy = evict_first_policy();
-  auto stamp = [&](int event) {
-    if (p.trace != nullptr && threadIdx.x == 0) {
-      unsigned long long t;
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-      p.trace[blockIdx.x * kMatmulTraceEvents + event] = t;
-    }
-  };
-  stamp(0);
+  trace_stamp(p, 0);
   // A position in the block's stream: its item (row group fastest), the item's feature block and first row,
   // and the warp's step within the item.
   struct Cursor {
@@ -683,10 +678,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
       copy_async_commit();
     }
   }
-  stamp(1);
+  trace_stamp(p, 1);
   if (p.early_trigger) pdl_launch_dependents();
   pdl_wait();
-  stamp(2);
+  trace_stamp(p, 2);
   for (int u = 0; u < S - 1; ++u, advance(issue)) {
     issue_x(issue, u);
     copy_async_commit();
@@ -729,7 +724,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     }
     __syncwarp();  // the slot is refilled by this warp's next issue
     work_slot = work_slot + 1 == S ? 0 : work_slot + 1;
-    if (first) stamp(3);
+    if (first) trace_stamp(p, 3);
     first = false;
     if (work.step != steps - 1) {
       advance(work);
@@ -782,11 +777,11 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     }
     __syncthreads();  // red is written again at the next item's end
     clear();
-    if (work.item == static_cast<int>(blockIdx.x)) stamp(4);
+    if (work.item == static_cast<int>(blockIdx.x)) trace_stamp(p, 4);
     advance(work);
   }
   copy_async_wait_group<0>();  // only empty groups remain; nothing may land after the block exits
-  stamp(5);
+  trace_stamp(p, 5);
   if (!p.early_trigger) pdl_launch_dependents();
 }
 
