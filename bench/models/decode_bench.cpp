@@ -7,7 +7,7 @@
 //
 //   helium_bench_decode [--device cpu|cuda] [--config DIR] [--contexts 1024,8192,32768] [--tokens 512]
 //                       [--prefill 4096] [--chunk ROWS] [--runs 3] [--threads N] [--json PATH]
-//                       [--host-argmax 1] [--sample TEMPERATURE,TOP_P[,TOP_K]]
+//                       [--host-argmax 1] [--sample TEMPERATURE,TOP_P[,TOP_K]] [--batch N]
 // Greedy tokens come from the device's argmax (one id copied per step, as the engine does for greedy
 // requests); --host-argmax 1 copies the logits every step and takes the argmax on the host instead;
 // --sample draws each token on the host with philox_uniform(1, position) as the engine does for a sampled
@@ -15,6 +15,9 @@
 // without TOP_K the best 256 and the row's softmax total, the logits copied when the draw reaches past
 // them — dummy weights give flat rows, so top_p 0.95 does at every step; a low temperature makes them
 // peaked, as a trained model's are), else from copied logits (sample_token).
+// --batch N (1..64, greedy only): N sequences of each context decoded together, one row each per step (the
+// engine's batched decode, and the row counts of tree verification); tok/s counts every row's token, and
+// the ceiling is N tokens per read of the weights plus N contexts of K/V.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -151,6 +154,19 @@ struct Runner {
     }
     return seq;
   }
+  // Greedy-decodes `tokens` more tokens of each of `seqs` together (one row each per step), starting from
+  // `first` (each sequence's token after its prefill).
+  Status decode_batch(const std::vector<int32_t>& seqs, std::vector<int32_t> first, int64_t tokens) {
+    std::vector<int32_t>& next_rows = first;
+    for (int64_t i = 0; i < tokens; ++i) {
+      Batch b;
+      for (size_t s = 0; s < seqs.size(); ++s)
+        b.add(next_rows[s], static_cast<int32_t>(kv.length(seqs[s])), seqs[s], true);
+      HELIUM_RETURN_IF_ERROR(kv.plan(b));
+      HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), ForwardOutputs{{}, std::span<int32_t>(next_rows)}));
+    }
+    return Status::ok();
+  }
   // Greedy-decodes `tokens` more tokens of `seq`.
   Status decode(int32_t seq, int64_t tokens) {
     for (int64_t i = 0; i < tokens; ++i) {
@@ -167,7 +183,7 @@ int run(int argc, char** argv) {
   std::string device = "cpu", config = std::string(HELIUM_SOURCE_DIR) + "/bench/configs/qwen3-0.6b", json_path;
   std::string contexts_arg;
   int64_t tokens = -1, prefill_tokens = -1;
-  int runs = 3, threads = 0, chunk = -1;
+  int runs = 3, threads = 0, chunk = -1, batch = 1;
   bool host_argmax = false;
   std::optional<SamplingParams> sampling;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -182,6 +198,7 @@ int run(int argc, char** argv) {
     else if (a == "--chunk") chunk = std::stoi(v);
     else if (a == "--json") json_path = v;
     else if (a == "--host-argmax") host_argmax = v == "1";
+    else if (a == "--batch") batch = std::stoi(v);
     else if (a == "--sample") {
       SamplingParams sp;
       int top_k = 0;
@@ -197,6 +214,10 @@ int run(int argc, char** argv) {
       return 2;
     }
   }
+  if (batch < 1 || batch > 64 || (batch > 1 && (sampling || host_argmax))) {
+    std::fprintf(stderr, "--batch wants 1..64 rows, greedy with the device's argmax (no --sample, --host-argmax)\n");
+    return 2;
+  }
   const bool cuda = device == "cuda";
   // Defaults follow the protocol on a GPU; the CPU runs a short version that ends in about a minute.
   std::vector<int64_t> contexts = parse_list(contexts_arg.empty() ? (cuda ? "1024,8192,32768" : "128") : contexts_arg);
@@ -205,6 +226,7 @@ int run(int argc, char** argv) {
   // Rows per prefill forward: whole 4K prompts on the GPU (large GEMMs), 256 on the CPU.
   if (chunk < 0) chunk = cuda ? 4096 : 256;
   const int64_t max_context = std::max(*std::max_element(contexts.begin(), contexts.end()) + tokens, prefill_tokens) + 16;
+  const int64_t kv_positions = std::max(batch * (max_context + 64), max_context);  // --batch: every sequence at once
 
   auto ckpt = load_checkpoint(config, LoadFormat::Dummy);
   if (!ckpt.is_ok()) {
@@ -252,7 +274,7 @@ int run(int argc, char** argv) {
     return 1;
   }
   const DType kv_dtype = cuda ? DType::BF16 : DType::F32;
-  auto kv = KvCache::create(*backend, model.value()->kv_spec(), max_context, kv_dtype);
+  auto kv = KvCache::create(*backend, model.value()->kv_spec(), kv_positions, kv_dtype);
   if (!kv.is_ok()) {
     std::fprintf(stderr, "%s\n", kv.error_message().c_str());
     return 1;
@@ -273,7 +295,7 @@ int run(int argc, char** argv) {
   nlohmann::json j = {{"benchmark", "decode"}, {"device", backend->name()}, {"config", config},
                       {"parameters", info.parameters}, {"weight_bytes_per_token", weight_bytes},
                       {"bandwidth_gbps", bandwidth / 1e9}, {"bandwidth_kind", bandwidth_kind},
-                      {"kv_dtype", std::string(dtype_name(kv_dtype))}, {"runs", runs},
+                      {"kv_dtype", std::string(dtype_name(kv_dtype))}, {"runs", runs}, {"batch", batch},
                       {"greedy_token", sampling      ? (sampling->device_candidates(Backend::kMaxSelectTopK)
                                                             ? "sampled on the host from device-selected candidates (--sample)"
                                                             : "sampled on the host from copied logits (--sample)")
@@ -285,27 +307,33 @@ int run(int argc, char** argv) {
     std::vector<double> tps;
     runner.draws = runner.logit_draws = 0;
     for (int r = 0; r <= runs; ++r) {  // r = 0 warms up
-      auto seq = runner.prefill(context);
-      if (!seq.is_ok()) {
-        std::fprintf(stderr, "%s\n", seq.error_message().c_str());
-        return 1;
+      std::vector<int32_t> seqs, firsts;
+      for (int s = 0; s < batch; ++s) {
+        auto seq = runner.prefill(context);
+        if (!seq.is_ok()) {
+          std::fprintf(stderr, "%s\n", seq.error_message().c_str());
+          return 1;
+        }
+        seqs.push_back(seq.value());
+        firsts.push_back(runner.next);
       }
       double t0 = now_seconds();
-      Status st = runner.decode(seq.value(), tokens);
+      Status st = batch == 1 ? runner.decode(seqs[0], tokens) : runner.decode_batch(seqs, firsts, tokens);
       double t1 = now_seconds();
-      kv.value()->free_sequence(seq.value());
+      for (int32_t seq : seqs) kv.value()->free_sequence(seq);
       if (!st.is_ok()) {
         std::fprintf(stderr, "%s\n", st.message().c_str());
         return 1;
       }
-      if (r > 0) tps.push_back(tokens / (t1 - t0));
+      if (r > 0) tps.push_back(static_cast<double>(batch) * tokens / (t1 - t0));
     }
     const double mean_context = context + tokens / 2.0;
-    const double ceiling = bandwidth / (weight_bytes + kv_bytes_per_position * mean_context);
+    const double ceiling = batch * bandwidth / (weight_bytes + batch * kv_bytes_per_position * mean_context);
     const double d = median(tps);
     std::fflush(stdout);
-    std::printf("decode    context %6lld: %8.2f tok/s   ceiling %8.2f tok/s   ratio %.3f   (%lld tokens, median of %d)\n",
-                static_cast<long long>(context), d, ceiling, d / ceiling, static_cast<long long>(tokens), runs);
+    std::printf("decode    context %6lld: %8.2f tok/s   ceiling %8.2f tok/s   ratio %.3f   (%lld tokens%s, median of %d)\n",
+                static_cast<long long>(context), d, ceiling, d / ceiling, static_cast<long long>(tokens),
+                batch > 1 ? (" x " + std::to_string(batch) + " rows").c_str() : "", runs);
     j["decode"].push_back({{"context", context}, {"tokens", tokens}, {"tok_s", d}, {"runs_tok_s", tps},
                            {"ceiling_tok_s", ceiling}, {"ratio", d / ceiling}});
     if (sampling && sampling->device_candidates(Backend::kMaxSelectTopK)) {

@@ -88,6 +88,10 @@ print_tuned >>"$LOG" 2>&1
 # temperature 0.05 (peaked rows, as a trained model writes: drawn from the candidates), then with top_k 20.
 run bench_decode_sampled 90 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --tokens 256 --runs 1 --prefill 0 --sample 0.7,0.95
 run bench_decode_sampled_peaked 90 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --tokens 256 --runs 1 --prefill 0 --sample 0.05,0.95
+# Batched greedy decode (--batch: 8 and 32 sequences decoded together, one row each per step; the row
+# counts of batched decode and tree verification), tok/s over all rows beside the batch's ceiling.
+run bench_decode_batch8 90 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --tokens 256 --runs 1 --prefill 0 --batch 8
+run bench_decode_batch32 120 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --tokens 128 --runs 1 --prefill 0 --batch 32
 run bench_decode_sampled_topk 90 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --contexts 1024 --tokens 256 --runs 1 --prefill 0 --sample 0.7,0.95,20
 # CHECK_LEAN=1 leaves out the comparisons, the profile and the matmul benchmark; CHECK_QUICK=1 the op
 # benchmarks (2 min).
