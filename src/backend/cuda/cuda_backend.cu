@@ -145,6 +145,12 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_EARLY", "on", "off", impl->ctx.attention_early_kv));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_PREFILL_FUSED", "on", "off", impl->ctx.prefill_fused));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_SWIGLU_STORE", "on", "off", impl->ctx.swiglu_store));
+  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MMA_EVICT_FIRST", "on", "off", impl->ctx.mma_evict_first));
+  // HELIUM_CUDA_MATMUL=mma|fma: which kernel BF16 decode matmuls default to. It applies process-wide
+  // (matmul_decode_default_config is a function of the shape, without a Context: matmul.cu reads it); here a
+  // malformed value is refused like every other switch.
+  bool tensor_cores = true;
+  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MATMUL", "mma", "fma", tensor_cores));
   // The decode matmul's smallest x tile: 16 KB unless HELIUM_CUDA_XTILE_KB says otherwise (32 / 48 / 64 KB
   // ran 194.6 / 192.6 / 193.2 tok/s at 1K against 196.6 at 16 KB; the same run).
   if (const char* t = std::getenv("HELIUM_CUDA_XTILE_KB"); t != nullptr && *t) {

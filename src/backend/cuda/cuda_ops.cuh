@@ -84,6 +84,10 @@ struct Context {
   bool stream_evict_first = true;
   // The same for decode attention's keys and values: on unless HELIUM_CUDA_KV_POLICY=normal.
   bool kv_evict_first = true;
+  // The tensor-core decode matmul's weights under stream_evict_first's policy too: off unless
+  // HELIUM_CUDA_MMA_EVICT_FIRST=on — with this toolkit the hinted copies raised "illegal instruction" in
+  // that kernel (docs/benchmarks.md, eleventh session), so it loads its weights unhinted.
+  bool mma_evict_first = false;
   // Decode attention loads the keys and values the step does not write (all but the last `rows` positions
   // of each prefix) before it waits for the previous kernel, the q/k prologue that writes the step's own
   // keys; off (HELIUM_CUDA_ATTN_EARLY=off): every load after the wait, for comparisons.

@@ -24,12 +24,12 @@
 // take run the decode kernel, which works for any row count. The cuBLASLt heuristic is queried on every
 // prefill call (host time only, a few microseconds against a GEMM of hundreds).
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <span>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -552,6 +552,14 @@ constexpr size_t mma_smem_bytes(int row_group, int stages) {
 // eight rows an ldmatrix phase reads fall in eight different bank groups.
 __device__ __forceinline__ int mma_swizzle(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
 
+// The split of one element: hi = bf16(v), lo = bf16(v - hi), both rounded to nearest. Every writer of a split
+// (split_x_kernel, gate/up's store of the activation for down) goes through it: the matmul's bits rest on
+// them being the same.
+__device__ __forceinline__ void split_bf16(float v, __nv_bfloat16& hi, __nv_bfloat16& lo) {
+  hi = __float2bfloat16_rn(v);
+  lo = __float2bfloat16_rn(__fsub_rn(v, __bfloat162float(hi)));
+}
+
 __device__ __forceinline__ void ldmatrix_x2(uint32_t& b0, uint32_t& b1, const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(b0), "=r"(b1) : "r"(shared_address(p)));
 }
@@ -589,18 +597,12 @@ __global__ void __launch_bounds__(kRmsLanes) split_x_kernel(const DecodeParams p
     for (int e = 0; e < 8; ++e) v[e] = silu_mul(v[e], aux[e]);
   }
   if (i0 >= p.k) return;
-  uint32_t h[4], l[4];
+  __align__(16) __nv_bfloat16 hi[8], lo[8];
 #pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const __nv_bfloat162 hi = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
-    const __nv_bfloat162 lo =
-        __floats2bfloat162_rn(__fsub_rn(v[2 * e], __low2float(hi)), __fsub_rn(v[2 * e + 1], __high2float(hi)));
-    h[e] = *reinterpret_cast<const uint32_t*>(&hi);
-    l[e] = *reinterpret_cast<const uint32_t*>(&lo);
-  }
+  for (int e = 0; e < 8; ++e) split_bf16(v[e], hi[e], lo[e]);
   // k % 8 == 0 (the kernel's operands): the 8 elements are whole and 16-byte aligned.
-  *reinterpret_cast<uint4*>(out + 2 * row * p.k + i0) = make_uint4(h[0], h[1], h[2], h[3]);
-  *reinterpret_cast<uint4*>(out + (2 * row + 1) * p.k + i0) = make_uint4(l[0], l[1], l[2], l[3]);
+  *reinterpret_cast<uint4*>(out + 2 * row * p.k + i0) = *reinterpret_cast<const uint4*>(hi);
+  *reinterpret_cast<uint4*>(out + (2 * row + 1) * p.k + i0) = *reinterpret_cast<const uint4*>(lo);
 }
 
 template <int RG, int S>
@@ -761,11 +763,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
               }
               const float a = silu_mul(y0, y1);
               p.act[row * p.half_n + position] = a;
-              if (p.act_split != nullptr) {  // split_x_kernel's split of a, for the down projection
-                const __nv_bfloat16 hi = __float2bfloat16_rn(a);
-                p.act_split[2 * row * p.half_n + position] = hi;
-                p.act_split[(2 * row + 1) * p.half_n + position] = __float2bfloat16_rn(__fsub_rn(a, __bfloat162float(hi)));
-              }
+              if (p.act_split != nullptr)  // split_x_kernel's split of a, for the down projection
+                split_bf16(a, p.act_split[2 * row * p.half_n + position], p.act_split[(2 * row + 1) * p.half_n + position]);
             }
           } else {
             const int64_t f = int64_t{work.block} * kItemFeatures + m * 16 + (lane >> 2);
@@ -1055,7 +1054,8 @@ int sm_count_of(const Context& c) {
 }
 
 // HELIUM_CUDA_MATMUL=fma: BF16 weights on the CUDA-core kernel as before the tensor-core one (an A/B switch
-// for benchmarks; it changes results, not their batch invariance).
+// for benchmarks; it changes results, not their batch invariance). CudaBackend::create refuses other values
+// than mma and fma.
 bool fma_forced() {
   static const bool forced = [] {
     const char* v = std::getenv("HELIUM_CUDA_MATMUL");
@@ -1063,16 +1063,9 @@ bool fma_forced() {
   }();
   return forced;
 }
-// HELIUM_CUDA_MMA_EVICT_FIRST=1: the tensor-core kernel's weight loads under the L2 evict_first policy
-// (Context::stream_evict_first) like the FMA kernel's; off by default until measured (a probe of this kernel
-// raised "illegal instruction" at the hinted cp.async with this toolkit, docs/benchmarks.md, tenth session).
-bool mma_evict_first() {
-  static const bool on = [] {
-    const char* v = std::getenv("HELIUM_CUDA_MMA_EVICT_FIRST");
-    return v != nullptr && std::string_view(v) == "1";
-  }();
-  return on;
-}
+
+// Scratch regions start on 256-byte boundaries.
+constexpr size_t round_up_256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 bool mma_operands_ok(const Tensor& w, int64_t k) { return w.dtype == DType::BF16 && k % 8 == 0 && aligned_16(w.data); }
 
@@ -1214,7 +1207,7 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   p.early_trigger = c.matmul_early_trigger;
   p.trace = c.matmul_trace;
   if (cfg.mma_stages > 0) {
-    p.evict_first = c.stream_evict_first && mma_evict_first();
+    p.evict_first = c.stream_evict_first && c.mma_evict_first;
     p.act_split = act_split;
     launch_mma(c, p, shape, cfg.mma_stages, presplit);
     return;
@@ -1488,8 +1481,8 @@ bool operator==(const MatmulDecodeConfig& a, const MatmulDecodeConfig& b) {
 size_t matmul_scratch_bytes(int max_rows, int64_t max_k) {
   const size_t prefill = max_rows > kMaxDecodeRows ? static_cast<size_t>(max_rows) * static_cast<size_t>(max_k) * 2 : 0;
   // Two splits: x's, and the MLP's activation written by gate/up for down (rms_norm_swiglu_mlp_add).
-  const size_t split = 2 * ((static_cast<size_t>(std::min(max_rows, kMaxDecodeRows)) * static_cast<size_t>(max_k) * 4 + 255) / 256 * 256);
-  return (std::max(prefill, split) + 255) / 256 * 256;
+  const size_t split = 2 * round_up_256(static_cast<size_t>(std::min(max_rows, kMaxDecodeRows)) * static_cast<size_t>(max_k) * 4);
+  return round_up_256(std::max(prefill, split));
 }
 
 bool matmul_decode_config_valid(const MatmulDecodeConfig& cfg, DType w_dtype) {
@@ -1692,7 +1685,7 @@ bool rms_norm_swiglu_mlp_add(const Context& c, const Tensor& x, const Tensor& no
       !mma_operands_ok(w_down, down_shape.k))
     return false;
   // The activation's split after x's split (both in matmul_scratch: matmul_scratch_bytes counts two).
-  const size_t offset = (static_cast<size_t>(up_shape.rows * up_shape.k) * 4 + 255) / 256 * 256;
+  const size_t offset = round_up_256(static_cast<size_t>(up_shape.rows * up_shape.k) * 4);
   HELIUM_CUDA_REQUIRE("rms_norm_swiglu_mlp_add",
                       c.matmul_scratch != nullptr &&
                           c.matmul_scratch_bytes >= offset + static_cast<size_t>(down_shape.rows * down_shape.k) * 4);

@@ -417,7 +417,9 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_ATTN_EARLY", "soon", "off"},
                {"HELIUM_CUDA_PREFILL_FUSED", "maybe", "off"},
                {"HELIUM_CUDA_XTILE_KB", "lots", "32"},
-               {"HELIUM_CUDA_OMIT", "everything", "merge"}};
+               {"HELIUM_CUDA_OMIT", "everything", "merge"},
+               {"HELIUM_CUDA_MMA_EVICT_FIRST", "1", "off"},
+               {"HELIUM_CUDA_MATMUL", "tensor", "mma"}};
   for (const auto& c : cases) {
     ASSERT_EQ(setenv(c.name, c.bad, 1), 0);
     auto refused = CudaBackend::create(options);
