@@ -12,7 +12,9 @@
 //   per query-key pair and head dimension: q·k and p·v), and the ms for Qwen3-8B's 36 layers.
 // Times: median over replays after a warm-up.
 //
-//   helium_bench_cuda_attention [--json PATH] [--quick]
+//   helium_bench_cuda_attention [--json PATH] [--quick] [--only ROWS,CONTEXT]
+//
+// --only: the one decode case, for a profiler (e.g. ncu over its partition kernel); nothing else.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -42,6 +44,7 @@ constexpr int64_t kKvDim = int64_t{kKvHeads} * kHeadDim;
 struct Options {
   std::string json_path;
   bool quick = false;
+  int64_t only_rows = 0, only_context = 0;  // --only
 };
 
 __global__ void fill_bf16(__nv_bfloat16* p, int64_t n, uint64_t seed) {
@@ -256,6 +259,12 @@ int run(const Options& opt) {
   }
   std::printf("device copy (1 GiB, read + write): %.0f GB/s  <- decode ceiling\n\n", copy_gbps);
 
+  if (opt.only_rows > 0) {
+    const DecodeResult r = time_decode(c, opt.only_rows, opt.only_context, static_cast<int32_t>(opt.only_context), 5);
+    std::printf("decode attention, %lld rows of %lld keys: %.1f us per call, %.0f GB/s of KV (%.0f%% of copy)\n",
+                static_cast<long long>(r.rows), static_cast<long long>(r.context), r.us, r.gbps, 100.0 * r.gbps / copy_gbps);
+    return 0;
+  }
   const int replays = opt.quick ? 5 : 21;
   std::printf("decode attention, Qwen3-8B shape, BF16 cache, page %d (graph of one call per layer):\n", kPageSize);
   std::printf("  %4s %7s %9s %9s %8s %7s\n", "rows", "context", "max_keys", "us/call", "KV GB/s", "of copy");
@@ -309,6 +318,23 @@ int run(const Options& opt) {
     kv_policy.push_back({static_cast<double>(context), plain, first});
   }
 
+  // What the partition kernel's arithmetic and the merge cost: the same calls with the kernel streaming its
+  // K/V through the ring and computing nothing (HELIUM_CUDA_OMIT=attn_math: the floor of this grid and
+  // ring), and without the merge kernel, 1 row.
+  std::printf("\ndecode attention, 1 row, us per call: as is / K/V streamed, no arithmetic / no merge:\n");
+  std::vector<std::array<double, 4>> parts;
+  for (int64_t context : {int64_t{1024}, int64_t{8192}, int64_t{32768}}) {
+    std::array<double, 4> r{static_cast<double>(context)};
+    const unsigned omits[3] = {0u, cuda::kOmitAttnMath, cuda::kOmitMerge};
+    for (int i = 0; i < 3; ++i) {
+      c.omit = omits[i];
+      r[i + 1] = time_decode(c, 1, context, static_cast<int32_t>(context), replays).us;
+    }
+    c.omit = 0;
+    std::printf("  %7lld %9.1f %9.1f %9.1f\n", static_cast<long long>(context), r[1], r[2], r[3]);
+    parts.push_back(r);
+  }
+
   const PrefillResult p = time_prefill(c, 4096, opt.quick ? 3 : 11);
   std::printf("\nprefill attention, 4096 rows (one causal prompt), Qwen3-8B shape, BF16 cache:\n");
   std::printf("  %.3f ms per layer, %.0f TFLOP/s, %.1f ms for %d layers\n", p.ms, p.tflops, p.ms * kLayers, kLayers);
@@ -331,6 +357,10 @@ int run(const Options& opt) {
     for (size_t i = 0; i < kv_policy.size(); ++i)
       j << (i ? ", " : "") << "{\"context\": " << kv_policy[i][0] << ", \"normal\": " << kv_policy[i][1]
         << ", \"evict_first\": " << kv_policy[i][2] << "}";
+    j << "], \"parts_us\": [";
+    for (size_t i = 0; i < parts.size(); ++i)
+      j << (i ? ", " : "") << "{\"context\": " << parts[i][0] << ", \"as_is\": " << parts[i][1]
+        << ", \"no_arithmetic\": " << parts[i][2] << ", \"no_merge\": " << parts[i][3] << "}";
     j << "], \"prefill\": {\"rows\": " << p.rows << ", \"ms_per_layer\": " << p.ms << ", \"tflops\": " << p.tflops
       << ", \"ms_36_layers\": " << p.ms * kLayers << "}}";
     FILE* f = std::fopen(opt.json_path.c_str(), "w");
@@ -358,8 +388,14 @@ int main(int argc, char** argv) {
       opt.json_path = argv[++i];
     } else if (a == "--quick") {
       opt.quick = true;
+    } else if (a == "--only" && i + 1 < argc &&
+               std::sscanf(argv[i + 1], "%lld,%lld", reinterpret_cast<long long*>(&opt.only_rows),
+                           reinterpret_cast<long long*>(&opt.only_context)) == 2 &&
+               opt.only_rows > 0 && opt.only_rows <= helium::kMaxDecodeRows && opt.only_context > 0 &&
+               opt.only_context <= helium::kMaxContext) {
+      ++i;
     } else {
-      std::fprintf(stderr, "usage: %s [--json PATH] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--json PATH] [--quick] [--only ROWS,CONTEXT]\n", argv[0]);
       return 2;
     }
   }

@@ -36,6 +36,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "backend/cuda/attention_partitions.h"
 #include "backend/cuda/cuda_backend.h"  // kMaxDecodeRows
@@ -80,6 +81,7 @@ struct AttentionArgs {
   int small_end, medium_end;  // partition_keys' thresholds (Context)
   bool evict_first;           // decode: keys and values loaded with the L2 evict_first policy
   bool early_kv;              // decode: keys this step does not write are loaded before pdl_wait (Context)
+  bool no_math;               // diagnostic (HELIUM_CUDA_OMIT=attn_math): decode streams K/V, computes nothing
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -375,6 +377,10 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
   // Scores: s_score[i][g] = (q_g · k_i) · scale.
   for (int c = 0; c < n_chunks; ++c) {
     const T* stage = begin_chunk(c);
+    if (a.no_math) {
+      __syncthreads();
+      continue;
+    }
     const int key0 = c * Tr::kChunkKeys;
 #pragma unroll
     for (int step = 0; step < Tr::kSteps; ++step) {
@@ -444,6 +450,10 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     for (int e = 0; e < Tr::kElems; ++e) acc[g][e] = 0.0f;
   for (int c = n_chunks; c < total_chunks; ++c) {
     const T* stage = begin_chunk(c);
+    if (a.no_math) {
+      __syncthreads();
+      continue;
+    }
     const int key0 = (c - n_chunks) * Tr::kChunkKeys;
 #pragma unroll
     for (int kk = 0; kk < Tr::kChunkKeys / Tr::kKeySlots; ++kk) {
@@ -618,19 +628,24 @@ __global__ void __launch_bounds__(kGenericThreads) attention_rows_generic(const 
 
 // ---------------------------------------------------------------------------------------------------
 // Merge: grid (n_heads, rows). out = sum_p acc_p w_p / sum_p l_p w_p with w_p = exp(m_p - max_p m_p) over
-// the row's partitions. The order is fixed by (partition count, head_dim): l sums the partitions in
-// increasing order; for acc, thread (slice s, d) sums partitions s, s + slices, ... in increasing order and
-// the slices are then added in slice order (slices = kMergeThreads / head_dim, so that a single row's
-// merge keeps enough loads in flight). Dynamic shared memory: n_partitions + kMergeThreads floats.
+// the row's partitions. The order is fixed by (partition count, head_dim, kVec): l sums the partitions in
+// increasing order; a thread owns kVec consecutive dims of slice s and sums partitions s, s + slices, ... in
+// increasing order, then the slices are added in slice order (slices = kMergeThreads / (head_dim / kVec)).
+// Each thread issues its partitions' loads 16 at a time, the first 16 before the (m, l) loads (a row at
+// 32K has 128 partitions, 16 per slice of a 128-dim head: all of them), and the partitions' (m, l) pass
+// through shared memory so that l's serial sum reads no global memory. Dynamic shared memory: 2 · n_partitions + kVec ·
+// kMergeThreads floats (merge_smem_bytes).
+template <int kVec>
 __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const AttentionArgs a) {
+  const int head = blockIdx.x, row = blockIdx.y, tid = threadIdx.x, d_max = a.head_dim;
+  const RowKeys rk = row_keys(a, row);  // the layout is uploaded before the step: read before the wait
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   pdl_launch_dependents();  // the next kernel may start its own independent loads
   extern __shared__ float s_merge[];
-  float* s_w = s_merge;                     // [n_partitions] weights w_p
-  float* s_slice = s_merge + a.n_partitions;  // [slices][head_dim] slice sums
+  float* s_w = s_merge;                           // [n_partitions] m_p, then w_p
+  float* s_l = s_merge + a.n_partitions;          // [n_partitions] l_p
+  float* s_slice = s_merge + 2 * a.n_partitions;  // [slices][head_dim] slice sums
   __shared__ float s_red[kMergeThreads / 32];
-  const int head = blockIdx.x, row = blockIdx.y, tid = threadIdx.x, d_max = a.head_dim;
-  const RowKeys rk = row_keys(a, row);
   float* out = a.out + (static_cast<int64_t>(row) * a.n_heads + head) * d_max;
   if (rk.n_keys == 0) {
     for (int d = tid; d < d_max; d += kMergeThreads) out[d] = 0.0f;
@@ -638,43 +653,77 @@ __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const At
   }
   const int parts = partition_count(rk.n_keys, a.small_end, a.medium_end);
   const int64_t base = (static_cast<int64_t>(row) * a.n_heads + head) * a.n_partitions;
+  using Vec = std::conditional_t<kVec == 4, float4, float>;
+  const int vecs = d_max / kVec;  // kVec-wide pieces of a head
+  const int slices = vecs >= kMergeThreads ? 1 : kMergeThreads / vecs;
+  const int slice = tid / vecs, v0 = tid % vecs;
+  const bool active = slice < slices;
+  const Vec* acc = reinterpret_cast<const Vec*>(a.partial_acc + base * d_max);
+  // This thread's first kBatch accumulators are loaded before the weights are known: their round trip
+  // overlaps the (m, l) loads'.
+  constexpr int kBatch = 16;
+  Vec xs[kBatch];
+  auto load_batch = [&](int v, int p0) {
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int p = p0 + j * slices;
+      if (p < parts) xs[j] = acc[static_cast<int64_t>(p) * vecs + v];
+    }
+  };
+  if (active) load_batch(v0, slice);
+
   const float2* ml = a.partial_ml + base;
   float m = -INFINITY;  // a max: exact in any order
-  for (int p = tid; p < parts; p += kMergeThreads) m = fmaxf(m, ml[p].x);
+  for (int p = tid; p < parts; p += kMergeThreads) {
+    const float2 v = ml[p];
+    s_w[p] = v.x;
+    s_l[p] = v.y;
+    m = fmaxf(m, v.x);
+  }
   m = warp_max(m);
   if (tid % 32 == 0) s_red[tid / 32] = m;
   __syncthreads();
   for (int w = 0; w < kMergeThreads / 32; ++w) m = fmaxf(m, s_red[w]);
-  for (int p = tid; p < parts; p += kMergeThreads) s_w[p] = expf(ml[p].x - m);
+  for (int p = tid; p < parts; p += kMergeThreads) s_w[p] = expf(s_w[p] - m);  // this thread's own p
   __syncthreads();
+
+  for (int v = v0; active && v < vecs; v += kMergeThreads) {
+    float sum[kVec] = {};
+    for (int p0 = slice; p0 < parts; p0 += kBatch * slices) {
+      if (v != v0 || p0 != slice) load_batch(v, p0);
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int p = p0 + j * slices;
+        if (p >= parts) break;
+        const float w = s_w[p];
+        if constexpr (kVec == 4) {
+          sum[0] += xs[j].x * w;
+          sum[1] += xs[j].y * w;
+          sum[2] += xs[j].z * w;
+          sum[3] += xs[j].w * w;
+        } else {
+          sum[0] += xs[j] * w;
+        }
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) s_slice[slice * d_max + v * kVec + e] = sum[e];
+  }
   float l = 0.0f;
 #pragma unroll 8
-  for (int p = 0; p < parts; ++p) l += ml[p].y * s_w[p];
+  for (int p = 0; p < parts; ++p) l += s_l[p] * s_w[p];
   const float inv = 1.0f / l;
-  const float* acc = a.partial_acc + base * d_max;
-  const int slices = d_max >= kMergeThreads ? 1 : kMergeThreads / d_max;
-  if (slices == 1) {
-    for (int d = tid; d < d_max; d += kMergeThreads) {
-      float sum = 0.0f;
-#pragma unroll 8
-      for (int p = 0; p < parts; ++p) sum += acc[static_cast<int64_t>(p) * d_max + d] * s_w[p];
-      out[d] = sum * inv;
-    }
-  } else {
-    const int slice = tid / d_max, d = tid % d_max;
-    if (slice < slices) {
-      float sum = 0.0f;
-#pragma unroll 8
-      for (int p = slice; p < parts; p += slices) sum += acc[static_cast<int64_t>(p) * d_max + d] * s_w[p];
-      s_slice[slice * d_max + d] = sum;
-    }
-    __syncthreads();
-    if (tid < d_max) {
-      float sum = 0.0f;
-      for (int sl = 0; sl < slices; ++sl) sum += s_slice[sl * d_max + tid];
-      out[tid] = sum * inv;
-    }
+  __syncthreads();
+  for (int d = tid; d < d_max; d += kMergeThreads) {
+    float sum = 0.0f;
+    for (int sl = 0; sl < slices; ++sl) sum += s_slice[sl * d_max + d];
+    out[d] = sum * inv;
   }
+}
+
+// Shared memory of attention_decode_merge for a grid of n_partitions partitions.
+size_t merge_smem_bytes(int64_t n_partitions, int vec) {
+  return static_cast<size_t>(2 * n_partitions + int64_t{vec} * kMergeThreads) * sizeof(float);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -1007,7 +1056,10 @@ void launch_decode(const Context& c, const AttentionArgs& a, bool tuned) {
   HELIUM_CUDA_CHECK(cudaGetLastError());
   if (c.omit & kOmitMerge) return;
   const dim3 grid(a.n_heads, a.rows);
-  launch(c, attention_decode_merge, grid, kMergeThreads, (a.n_partitions + kMergeThreads) * sizeof(float), a);
+  if (a.head_dim % 4 == 0)  // a function of the shape only: the same order for any batch
+    launch(c, attention_decode_merge<4>, grid, kMergeThreads, merge_smem_bytes(a.n_partitions, 4), a);
+  else
+    launch(c, attention_decode_merge<1>, grid, kMergeThreads, merge_smem_bytes(a.n_partitions, 1), a);
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -1131,14 +1183,19 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
     a.medium_end = c.attention_medium_end;
     a.evict_first = c.kv_evict_first;
     a.early_kv = c.attention_early_kv;
+    a.no_math = (c.omit & kOmitAttnMath) != 0;
     const int64_t parts = max_partition_count(layout.max_keys, a.small_end, a.medium_end);
     const int64_t partial_floats = rows * shape.n_heads * parts;
     HELIUM_CUDA_REQUIRE(op, c.attention_scratch != nullptr &&
                                 static_cast<size_t>(partial_floats * (shape.head_dim + 2)) <= c.attention_scratch_floats);
-    HELIUM_CUDA_REQUIRE(op, (parts + kMergeThreads) * sizeof(float) <= 48 * 1024);  // merge's shared memory
+    HELIUM_CUDA_REQUIRE(op, merge_smem_bytes(parts, 4) <= 48 * 1024);  // merge's shared memory
     a.n_partitions = static_cast<int>(parts);
-    a.partial_ml = reinterpret_cast<float2*>(c.attention_scratch);
-    a.partial_acc = c.attention_scratch + 2 * partial_floats;
+    // The accumulators first, so that a partition's head_dim floats start 16-byte aligned whatever the row
+    // count (the merge reads them four at a time); the (m, l) pairs after them, 8-byte aligned for an even
+    // head_dim (the models' configs require one).
+    HELIUM_CUDA_REQUIRE(op, shape.head_dim % 2 == 0);
+    a.partial_acc = c.attention_scratch;
+    a.partial_ml = reinterpret_cast<float2*>(c.attention_scratch + partial_floats * shape.head_dim);
     if (bf16_cache) launch_decode<bf16>(c, a, tuned);
     else launch_decode<float>(c, a, tuned);
   } else {

@@ -84,7 +84,7 @@ static Status read_stream_policy(cuda::Context& ctx) {
 // HELIUM_CUDA_OMIT=name,name,... (diagnostic; the model's output is garbage): the named kernels of a decode
 // step are not launched, so that the decode benchmark, with and without each, gives what it costs inside
 // the replayed graph (there is no timeline profiler on the GPU machine). Names: qkv, gate_up, lm_head, o,
-// down, prologue, attention, merge.
+// down, prologue, attention, merge, attn_math.
 static Status read_omissions(cuda::Context& ctx) {
   ctx.omit = 0;
   const char* env = std::getenv("HELIUM_CUDA_OMIT");
@@ -92,7 +92,7 @@ static Status read_omissions(cuda::Context& ctx) {
   static constexpr std::pair<std::string_view, unsigned> kNames[] = {
       {"qkv", cuda::kOmitQkv},         {"gate_up", cuda::kOmitGateUp},     {"lm_head", cuda::kOmitLmHead},
       {"o", cuda::kOmitO},             {"down", cuda::kOmitDown},          {"prologue", cuda::kOmitPrologue},
-      {"attention", cuda::kOmitAttention}, {"merge", cuda::kOmitMerge}};
+      {"attention", cuda::kOmitAttention}, {"merge", cuda::kOmitMerge}, {"attn_math", cuda::kOmitAttnMath}};
   std::string_view rest(env);
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
@@ -101,7 +101,7 @@ static Status read_omissions(cuda::Context& ctx) {
     const auto* it = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& e) { return e.first == name; });
     if (it == std::end(kNames))
       return Status::error("HELIUM_CUDA_OMIT: unknown kernel '" + std::string(name) +
-                           "' (qkv, gate_up, lm_head, o, down, prologue, attention, merge)");
+                           "' (qkv, gate_up, lm_head, o, down, prologue, attention, merge, attn_math)");
     ctx.omit |= it->second;
   }
   return Status::ok();

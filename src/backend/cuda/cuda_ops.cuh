@@ -121,6 +121,7 @@ enum OmitBits : unsigned {
   kOmitPrologue = 1u << 5,   // qk_norm_rope_kv_write
   kOmitAttention = 1u << 6,  // decode attention's partition kernel
   kOmitMerge = 1u << 7,      // decode attention's merge kernel
+  kOmitAttnMath = 1u << 8,   // decode attention's arithmetic (its K/V loads stay): the streaming alone
 };
 
 // Every kernel starts with this: under programmatic dependent launch it blocks until the previous
