@@ -607,14 +607,13 @@ __global__ void __launch_bounds__(kRmsLanes) split_x_kernel(const DecodeParams p
 
 template <int RG, int S>
 __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const DecodeParams p) {
-  constexpr int MT = 1;       // weight tiles of 16 rows per warp stage (2 and 4 were measured slower; eleventh session)
+  // One weight tile of 16 rows per warp stage: two or four sharing x were slower (eleventh session).
   constexpr int NT = RG / 4;  // n-tiles of 8 B columns: 4 rows each (hi and lo columns)
   constexpr int kStage = mma_stage_bytes(RG);
-  constexpr int kItemFeatures = MT * kMmaFeatures;
   extern __shared__ __align__(128) uint8_t mma_smem[];
   const int lane = threadIdx.x & 31, kw = threadIdx.x >> 5;
   uint8_t* ring = mma_smem + kw * S * kStage;
-  float* red = reinterpret_cast<float*>(mma_smem + kMmaWarps * S * kStage);  // [kw][MT · NT · 4][32]
+  float* red = reinterpret_cast<float*>(mma_smem + kMmaWarps * S * kStage);  // [kw][NT · 4][32]
   const bool pairs = p.act != nullptr;
   // Stages per warp and item; items (< 2^31, checked at launch) and their coordinates in 32 bits, advanced
   // without division in the loop.
@@ -643,14 +642,14 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     uint8_t* stage = ring + slot * kStage;
     const int64_t k0 = (c.step * kMmaWarps + kw) * kMmaStepK;
 #pragma unroll
-    for (int j = 0; j < MT * kMmaWBytes / 16 / 32; ++j) {
-      const int piece = j * 32 + lane, r = piece >> 3, ch = piece & 7;  // r: row of the MT · 16
+    for (int j = 0; j < kMmaWBytes / 16 / 32; ++j) {
+      const int piece = j * 32 + lane, r = piece >> 3, ch = piece & 7;  // r: row of the 16
       int64_t row;
       if (pairs) {  // tile m: 8 gate rows, then the 8 up rows of the same positions
-        const int64_t position = min(int64_t{c.block} * (kItemFeatures / 2) + (r >> 4) * 8 + (r & 7), p.half_n - 1);
+        const int64_t position = min(int64_t{c.block} * (kMmaFeatures / 2) + (r & 7), p.half_n - 1);
         row = (r & 15) < 8 ? position : p.half_n + position;
       } else {
-        row = min(int64_t{c.block} * kItemFeatures + r, p.n - 1);
+        row = min(int64_t{c.block} * kMmaFeatures + r, p.n - 1);
       }
       const int64_t col = k0 + ch * 8;
       const bool valid = col < p.k;
@@ -661,7 +660,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
   // A stage's 2 · RG split rows of x into ring slot `slot`: rows past `rows` and k past the end are zeros.
   auto issue_x = [&](const Cursor& c, int slot) {
     if (c.item >= items) return;
-    uint8_t* xs = ring + slot * kStage + MT * kMmaWBytes;
+    uint8_t* xs = ring + slot * kStage + kMmaWBytes;
     const int64_t k0 = (c.step * kMmaWarps + kw) * kMmaStepK;
 #pragma unroll
     for (int j = 0; j < 2 * RG * 8 / 32; ++j) {
@@ -691,12 +690,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
   // Groups so far: weights of stages 0 .. S-2, then their x; each step below adds stage i + S - 1 whole, so
   // with S - 1 groups left pending, stage i has landed.
 
-  float acc[MT][NT][4];
+  float acc[NT][4];
   auto clear = [&] {
 #pragma unroll
-    for (int m = 0; m < MT; ++m)
-#pragma unroll
-      for (int j = 0; j < NT; ++j) acc[m][j][0] = acc[m][j][1] = acc[m][j][2] = acc[m][j][3] = 0.0f;
+    for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
   };
   clear();
   int issue_slot = S - 1, work_slot = 0;
@@ -712,16 +709,13 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     const uint8_t* stage = ring + work_slot * kStage;
 #pragma unroll
     for (int kk = 0; kk < kMmaStepK / 16; ++kk) {
-      uint32_t a[MT][4];
-#pragma unroll
-      for (int m = 0; m < MT; ++m)
-        ldmatrix_x4(a[m], stage + mma_swizzle(m * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
+      uint32_t a[4];
+      ldmatrix_x4(a, stage + mma_swizzle((lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         uint32_t b0, b1;
-        ldmatrix_x2(b0, b1, stage + MT * kMmaWBytes + mma_swizzle(j * 8 + (lane & 7), 2 * kk + ((lane >> 3) & 1)));
-#pragma unroll
-        for (int m = 0; m < MT; ++m) mma_bf16_16x8x16(acc[m][j], a[m], b0, b1);
+        ldmatrix_x2(b0, b1, stage + kMmaWBytes + mma_swizzle(j * 8 + (lane & 7), 2 * kk + ((lane >> 3) & 1)));
+        mma_bf16_16x8x16(acc[j], a, b0, b1);
       }
     }
     __syncwarp();  // the slot is refilled by this warp's next issue
@@ -735,44 +729,40 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
 
     // The item's end: the warps' sums in warp order, stored by warp 0.
 #pragma unroll
-    for (int m = 0; m < MT; ++m)
+    for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) red[(((kw * MT + m) * NT + j) * 4 + e) * 32 + lane] = acc[m][j][e];
+      for (int e = 0; e < 4; ++e) red[((kw * NT + j) * 4 + e) * 32 + lane] = acc[j][e];
     __syncthreads();
     if (kw == 0) {
 #pragma unroll
-      for (int m = 0; m < MT; ++m)
+      for (int j = 0; j < NT; ++j) {
+        float* c = acc[j];
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          float* c = acc[m][j];
+        for (int e = 0; e < 4; ++e)
 #pragma unroll
-          for (int e = 0; e < 4; ++e)
-#pragma unroll
-            for (int q = 1; q < kMmaWarps; ++q) c[e] = __fadd_rn(c[e], red[(((q * MT + m) * NT + j) * 4 + e) * 32 + lane]);
-          const int64_t row = work.row0 + j * 4 + (lane & 3);  // columns 2(lane % 4) and + 1 of tile j
-          float y0 = __fadd_rn(c[0], c[1]), y1 = __fadd_rn(c[2], c[3]);  // features +0, +8 of tile m
-          if (row >= p.rows) continue;
-          if (pairs) {  // y0 the gate, y1 the up of one position
-            const int64_t position = int64_t{work.block} * (kItemFeatures / 2) + m * 8 + (lane >> 2);
-            if (position < p.half_n) {
-              if (p.bias != nullptr) {
-                y0 = __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, position));
-                y1 = __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, p.half_n + position));
-              }
-              const float a = silu_mul(y0, y1);
-              p.act[row * p.half_n + position] = a;
-              if (p.act_split != nullptr)  // split_x_kernel's split of a, for the down projection
-                split_bf16(a, p.act_split[2 * row * p.half_n + position], p.act_split[(2 * row + 1) * p.half_n + position]);
+          for (int q = 1; q < kMmaWarps; ++q) c[e] = __fadd_rn(c[e], red[((q * NT + j) * 4 + e) * 32 + lane]);
+        const int64_t row = work.row0 + j * 4 + (lane & 3);  // columns 2(lane % 4) and + 1 of tile j
+        float y0 = __fadd_rn(c[0], c[1]), y1 = __fadd_rn(c[2], c[3]);  // features +0, +8 of the tile
+        if (row >= p.rows) continue;
+        if (pairs) {  // y0 the gate, y1 the up of one position
+          const int64_t position = int64_t{work.block} * (kMmaFeatures / 2) + (lane >> 2);
+          if (position < p.half_n) {
+            if (p.bias != nullptr) {
+              y0 = __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, position));
+              y1 = __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, p.half_n + position));
             }
-          } else {
-            const int64_t f = int64_t{work.block} * kItemFeatures + m * 16 + (lane >> 2);
-            if (f < p.n) store_output(p, row, f, p.bias != nullptr ? __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, f)) : y0);
-            if (f + 8 < p.n)
-              store_output(p, row, f + 8, p.bias != nullptr ? __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, f + 8)) : y1);
+            const float a = silu_mul(y0, y1);
+            p.act[row * p.half_n + position] = a;
+            if (p.act_split != nullptr)  // split_x_kernel's split of a, for the down projection
+              split_bf16(a, p.act_split[2 * row * p.half_n + position], p.act_split[(2 * row + 1) * p.half_n + position]);
           }
+        } else {
+          const int64_t f = int64_t{work.block} * kMmaFeatures + (lane >> 2);
+          if (f < p.n) store_output(p, row, f, p.bias != nullptr ? __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, f)) : y0);
+          if (f + 8 < p.n)
+            store_output(p, row, f + 8, p.bias != nullptr ? __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, f + 8)) : y1);
         }
+      }
     }
     __syncthreads();  // red is written again at the next item's end
     clear();
