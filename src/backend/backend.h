@@ -190,6 +190,15 @@ class Backend {
   virtual void swiglu_mlp_add(Tensor x, const Tensor& norm_w, float eps, bool zero_centred, Tensor xn_scratch,
                               const Tensor& w_gate_up, const Tensor& gate_up_bias, Tensor gate, Tensor up,
                               const Tensor& w_down, const Tensor& down_bias);
+  // A hint before an op that adds into the residual stream x (matmul_add, swiglu_mlp_add's down): the op
+  // after it normalises x with norm_w (rms_norm_matmul_split, or swiglu_mlp_add's norm). A backend may have
+  // the first op prepare the second's input; the second's results may then differ in rounding from the
+  // unhinted sequence, never with the batch. Ignored by default.
+  virtual void prepare_norm(const Tensor& x, const Tensor& norm_w, bool zero_centred) {
+    (void)x;
+    (void)norm_w;
+    (void)zero_centred;
+  }
   //   qk_norm_rope_kv_write: with q(rows, n_heads · head_dim), k and v(rows, n_kv_heads · head_dim):
   //     when q_norm/k_norm are given (head_dim weights; both or neither), rms_norm of each head of q and k
   //     in place; then rope(q), rope(k) in place; then kv_write(k, v, slots, k_cache, v_cache).

@@ -35,7 +35,9 @@ class DenseTransformer final : public Model {
   // An activation buffer of (max_rows, cols) of `dtype`, allocated once.
   Result<Tensor> plan(int64_t rows, int64_t cols, DType dtype);
   void attention_block(const DenseLayerWeights& w, const LayerKv& kv, const AttentionLayout& layout, int rows);
-  void mlp_block(const DenseLayerWeights& w, int rows);
+  // next: the following layer's weights (null after the last), whose input norm the MLP's residual add
+  // may prepare (Backend::prepare_norm).
+  void mlp_block(const DenseLayerWeights& w, const DenseLayerWeights* next, int rows);
 
   DenseConfig config_;
   Backend& backend_;
@@ -284,14 +286,16 @@ void DenseTransformer::attention_block(const DenseLayerWeights& w, const LayerKv
   AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
   Tensor attn_out = rows_of(attn_out_, rows);
   backend_.attention(q, kv.k, kv.v, shape, layout, attn_out);
+  if (w.gate_up_proj.rank != 0) backend_.prepare_norm(x, w.post_attention_norm, false);  // for swiglu_mlp_add
   backend_.matmul_add(attn_out, w.o_proj, w.o_bias, xn, x);
 }
 
-void DenseTransformer::mlp_block(const DenseLayerWeights& w, int rows) {
+void DenseTransformer::mlp_block(const DenseLayerWeights& w, const DenseLayerWeights* next, int rows) {
   const DenseConfig& c = config_;
   Tensor x = rows_of(x_, rows), xn = rows_of(xn_, rows);
   Tensor gate = rows_of(gate_, rows), up = rows_of(up_, rows);
   if (w.gate_up_proj.rank != 0) {
+    if (next != nullptr && next->qkv_proj.rank != 0) backend_.prepare_norm(x, next->input_norm, false);
     backend_.swiglu_mlp_add(x, w.post_attention_norm, c.rms_norm_eps, false, xn, w.gate_up_proj, w.gate_up_bias, gate,
                             up, w.down_proj, w.down_bias);
     return;
@@ -389,7 +393,7 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
     backend_.embedding(w_.embed_tokens, vector_of(tokens_, rows), rows_of(x_, rows));
     for (int l = 0; l < c.layers; ++l) {
       attention_block(w_.layers[l], kv[l], layout, rows);
-      mlp_block(w_.layers[l], rows);
+      mlp_block(w_.layers[l], l + 1 < c.layers ? &w_.layers[l + 1] : nullptr, rows);
     }
     if (n == 0) return;
     // Only the rows whose logits are wanted go through the final norm and the head.

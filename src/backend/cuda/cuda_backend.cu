@@ -143,6 +143,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   // tuner picks when it times with the early trigger too, 202.7 / 155.0 against 198.0 / 152.6.
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MATMUL_TRIGGER", "start", "end", impl->ctx.matmul_early_trigger));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_EARLY", "on", "off", impl->ctx.attention_early_kv));
+  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_NORM_HANDOFF", "on", "off", impl->ctx.norm_handoff));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_PREFILL_FUSED", "on", "off", impl->ctx.prefill_fused));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_SWIGLU_STORE", "on", "off", impl->ctx.swiglu_store));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MMA_EVICT_FIRST", "on", "off", impl->ctx.mma_evict_first));
@@ -199,6 +200,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   m.ctx.matmul_scratch_bytes = cuda::matmul_scratch_bytes(o.max_rows, o.max_k);
   if (m.ctx.matmul_scratch_bytes > 0) {
     HELIUM_ASSIGN_OR_RETURN(m.ctx.matmul_scratch, reserve(m.ctx.matmul_scratch_bytes, "matmul scratch"));
+    m.ctx.matmul_split_region = cuda::matmul_split_region_bytes(o.max_rows, o.max_k);
   }
   m.pinned_bytes = size_t{64} << 20;
   HELIUM_RETURN_IF_ERROR(cuda_status(cudaMallocHost(reinterpret_cast<void**>(&m.pinned), m.pinned_bytes), "pinned staging"));
@@ -263,6 +265,7 @@ Result<Tensor> CudaBackend::import_weight(const Tensor& host) {
 }
 
 void CudaBackend::copy_to_device(Tensor dst, const void* host) {
+  impl_->forget_norms();
   const size_t bytes = dst.bytes();
   if (bytes == 0) return;
   uint8_t* staged = impl_->stage(bytes);
@@ -298,6 +301,7 @@ bool CudaBackend::supports_graphs() const {
 }
 
 void CudaBackend::begin_capture() {
+  impl_->forget_norms();
   HELIUM_CUDA_CHECK(cudaStreamBeginCapture(impl_->ctx.stream, cudaStreamCaptureModeThreadLocal));
 }
 
@@ -312,29 +316,45 @@ Result<std::unique_ptr<OpGraph>> CudaBackend::end_capture() {
 }
 
 void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
+  impl_->forget_norms();
   cuda::embedding(impl_->ctx, table, ids, out);
 }
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) {
+  impl_->forget_norms();
   cuda::matmul(impl_->ctx, x, w, bias, y);
 }
 
+// Sets the hint only: a handoff written for the op after next (o_proj's, for the MLP whose down the hint is
+// for) stays.
+void CudaBackend::prepare_norm(const Tensor& x, const Tensor& norm_w, bool zero_centred) {
+  impl_->pending_norm = {x.data, norm_w, zero_centred};
+}
+
 void CudaBackend::matmul_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor scratch, Tensor y) {
+  cuda::NormHandoff slot;
+  const cuda::NormHandoff* next = impl_->take_pending(y, slot);
+  impl_->forget_norms();
   if (impl_->ctx.omit & cuda::kOmitO) return;
-  cuda::matmul_add(impl_->ctx, x, w, bias, scratch, y);
+  if (cuda::matmul_add(impl_->ctx, x, w, bias, scratch, y, next)) impl_->wrote(y, slot);
 }
 
 void CudaBackend::matmul_split(const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) {
+  impl_->forget_norms();
   cuda::matmul_split(impl_->ctx, x, w, bias, ys);
 }
 void CudaBackend::rms_norm_matmul_split(const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
                                         Tensor xn_scratch, const Tensor& w, const Tensor& bias,
                                         std::span<const Tensor> ys) {
+  cuda::NormHandoff handoff;
+  const cuda::NormHandoff* pre = impl_->take_ready(x, norm_w, zero_centred, handoff);
+  impl_->forget_norms();
   const unsigned which = ys.size() == 3 ? cuda::kOmitQkv : ys.size() == 2 ? cuda::kOmitGateUp : cuda::kOmitLmHead;
   if (impl_->ctx.omit & which) return;
-  cuda::rms_norm_matmul_split(impl_->ctx, x, norm_w, eps, zero_centred, xn_scratch, w, bias, ys);
+  cuda::rms_norm_matmul_split(impl_->ctx, x, norm_w, eps, zero_centred, xn_scratch, w, bias, ys, pre);
 }
 void CudaBackend::swiglu_matmul_add(Tensor gate, const Tensor& up, const Tensor& w, const Tensor& bias, Tensor scratch,
                                     Tensor y) {
+  impl_->forget_norms();
   if (impl_->ctx.omit & cuda::kOmitDown) return;
   cuda::swiglu_matmul_add(impl_->ctx, gate, up, w, bias, scratch, y);
 }
@@ -344,15 +364,24 @@ void CudaBackend::swiglu_matmul_add(Tensor gate, const Tensor& up, const Tensor&
 void CudaBackend::swiglu_mlp_add(Tensor x, const Tensor& norm_w, float eps, bool zero_centred, Tensor xn_scratch,
                                  const Tensor& w_gate_up, const Tensor& gate_up_bias, Tensor gate, Tensor up,
                                  const Tensor& w_down, const Tensor& down_bias) {
+  // The handoff o_proj wrote for this norm (gate/up reads it) and the hint for down (to write one for the
+  // next layer's norm), both taken here whichever path runs.
+  cuda::NormHandoff pre_slot, next_slot;
+  const cuda::NormHandoff* pre = impl_->take_ready(x, norm_w, zero_centred, pre_slot);
+  const cuda::NormHandoff* next = impl_->take_pending(x, next_slot);
+  impl_->forget_norms();
   if (!impl_->ctx.swiglu_store || (impl_->ctx.omit & (cuda::kOmitGateUp | cuda::kOmitDown)) != 0 ||
       !cuda::rms_norm_matmul_swiglu_fusable(x, w_gate_up)) {
     Backend::swiglu_mlp_add(x, norm_w, eps, zero_centred, xn_scratch, w_gate_up, gate_up_bias, gate, up, w_down,
                             down_bias);
     return;
   }
+  bool wrote_next = false;
   if (cuda::rms_norm_swiglu_mlp_add(impl_->ctx, x, norm_w, eps, zero_centred, w_gate_up, gate_up_bias, gate, w_down,
-                                    down_bias))
+                                    down_bias, pre, next, &wrote_next)) {
+    if (wrote_next) impl_->wrote(x, next_slot);
     return;
+  }
   cuda::rms_norm_matmul_swiglu(impl_->ctx, x, norm_w, eps, zero_centred, w_gate_up, gate_up_bias, gate);
   cuda::matmul_add(impl_->ctx, gate, w_down, down_bias, xn_scratch, x);
 }
@@ -360,35 +389,47 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor q, Tensor k, const Tensor& v, con
                                         float eps, int n_heads, int n_kv_heads, const Tensor& positions,
                                         const Tensor& inv_freq, const RopeParams& rope, const Tensor& slots,
                                         Tensor k_cache, Tensor v_cache) {
+  impl_->forget_norms();
   if (impl_->ctx.omit & cuda::kOmitPrologue) return;
   cuda::qk_norm_rope_kv_write(impl_->ctx, q, k, v, q_norm, k_norm, eps, n_heads, n_kv_heads, positions, inv_freq, rope,
                               slots, k_cache, v_cache);
 }
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, bool zero_centred, Tensor y) {
+  impl_->forget_norms();
   cuda::rms_norm(impl_->ctx, x, w, eps, zero_centred, y);
 }
 void CudaBackend::rope(Tensor x, int heads, const Tensor& positions, const Tensor& inv_freq, const RopeParams& params) {
+  impl_->forget_norms();
   cuda::rope(impl_->ctx, x, heads, positions, inv_freq, params);
 }
 void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor k_cache, Tensor v_cache) {
+  impl_->forget_norms();
   cuda::kv_write(impl_->ctx, k, v, slots, k_cache, v_cache);
 }
 void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionShape& shape,
                             const AttentionLayout& layout, Tensor out) {
+  impl_->forget_norms();
   cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out);
 }
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) { cuda::swiglu(impl_->ctx, gate, up, out); }
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor out) { cuda::add(impl_->ctx, a, b, out); }
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& index, Tensor out) {
+  impl_->forget_norms();
+  impl_->forget_norms();
+  impl_->forget_norms();
   cuda::gather_rows(impl_->ctx, x, index, out);
 }
 void CudaBackend::argmax_rows(const Tensor& x, Tensor out) { cuda::argmax_rows(impl_->ctx, x, out); }
 void CudaBackend::select_candidates(const Tensor& logits, const Tensor& temperatures, const Tensor& top_k, Tensor x,
                                     Tensor ids, Tensor count, Tensor valid, Tensor totals) {
+  impl_->forget_norms();
+  impl_->forget_norms();
   cuda::select_candidates(impl_->ctx, logits, temperatures, top_k, x, ids, count, valid, totals);
 }
 void CudaBackend::copy_rows(Tensor x, const Tensor& src, const Tensor& dst) { cuda::copy_rows(impl_->ctx, x, src, dst); }
 void CudaBackend::fill_random(Tensor t, uint64_t seed, float offset, float scale) {
+  impl_->forget_norms();
+  impl_->forget_norms();
   cuda::fill_random(impl_->ctx, t, seed, offset, scale);
 }
 

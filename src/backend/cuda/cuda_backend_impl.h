@@ -27,6 +27,49 @@ struct CudaBackend::Impl {
     size_t bytes;
   };
   std::vector<Download> downloads;
+  // Norm handoffs (Backend::prepare_norm, cuda::NormHandoff): the hint for the next op that adds into x,
+  // then the handoff that op wrote, for the one op after it. Any other op forgets both.
+  struct PendingNorm {
+    const void* x = nullptr;
+    Tensor norm_w;
+    bool zero_centred = false;
+  } pending_norm;
+  struct ReadyNorm {
+    const void* x = nullptr;
+    const void* norm_w = nullptr;
+    int64_t rows = 0;
+    cuda::NormHandoff handoff;
+  } ready_norm;
+  void forget_norms() {
+    pending_norm = {};
+    ready_norm = {};
+  }
+  // The hint for an op about to add into y, taken (and forgotten) by it: a slot to write, or null. The ops
+  // that take a hint or a handoff forget the other records themselves (forget_norms).
+  const cuda::NormHandoff* take_pending(const Tensor& y, cuda::NormHandoff& slot) {
+    const PendingNorm hint = pending_norm;
+    pending_norm = {};
+    if (!ctx.norm_handoff || hint.x == nullptr || hint.x != y.data || hint.norm_w.numel() != cuda::cols_of(y)) return nullptr;
+    slot = cuda::norm_handoff_slot(ctx, cuda::rows_of(y), cuda::cols_of(y));
+    if (slot.split == nullptr) return nullptr;
+    slot.norm_w = hint.norm_w;
+    slot.zero_centred = hint.zero_centred;
+    return &slot;
+  }
+  // After the op that took it: what the following op may read.
+  void wrote(const Tensor& y, const cuda::NormHandoff& slot) {
+    ready_norm = {y.data, slot.norm_w.data, cuda::rows_of(y), slot};
+  }
+  // The handoff for an op normalising x with norm_w, taken (and forgotten): null when none was written for them.
+  const cuda::NormHandoff* take_ready(const Tensor& x, const Tensor& norm_w, bool zero_centred, cuda::NormHandoff& out) {
+    const ReadyNorm r = ready_norm;
+    ready_norm = {};
+    if (r.x == nullptr || r.x != x.data || r.norm_w != norm_w.data || r.rows != cuda::rows_of(x) ||
+        r.handoff.zero_centred != zero_centred)
+      return nullptr;
+    out = r.handoff;
+    return &out;
+  }
 
   ~Impl() {
     if (pinned) cudaFreeHost(pinned);

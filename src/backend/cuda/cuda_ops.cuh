@@ -63,6 +63,8 @@ struct Context {
   double* select_sums = nullptr;      // select_candidates' group sums: kMaxDecodeRows · kSelectSumGroups
   int argmax_capacity = 0;                    // rows argmax_keys holds
   size_t matmul_scratch_bytes = 0;
+  // Bytes of one decode split region of matmul_scratch (matmul_split_region_bytes; 0: no norm handoff).
+  size_t matmul_split_region = 0;
   const MatmulDecodeTable* matmul_decode_table = nullptr;  // tuned decode configs; null: defaults
   int sm_count = 0;
   // Programmatic dependent launch (sm_90+, unless HELIUM_CUDA_PDL=0): each kernel may be scheduled while
@@ -92,6 +94,9 @@ struct Context {
   // of each prefix) before it waits for the previous kernel, the q/k prologue that writes the step's own
   // keys; off (HELIUM_CUDA_ATTN_EARLY=off): every load after the wait, for comparisons.
   bool attention_early_kv = true;
+  // Norm handoffs between decode matmuls (NormHandoff; Backend::prepare_norm): on unless
+  // HELIUM_CUDA_NORM_HANDOFF=off.
+  bool norm_handoff = true;
   // Diagnostic only (HELIUM_CUDA_OMIT, cuda_backend.cu): kernels of a decode step that are not launched, so
   // that a benchmark can time what each costs inside the replayed graph. The results are garbage.
   unsigned omit = 0;
@@ -163,12 +168,32 @@ inline int64_t cols_of(const Tensor& t) { return t.rank == 0 ? 0 : t.shape[t.ran
 void embedding(const Context& c, const Tensor& table, const Tensor& ids, const Tensor& out);
 void matmul(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
 void matmul_split(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys);
-void matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
-                const Tensor& y);
+// A norm handoff between two decode matmuls on the tensor-core kernel (Backend::prepare_norm): the op that
+// adds into the residual stream x (matmul_add, the MLP's down) also writes what the next op's RMSNorm
+// matmul needs — the BF16 split of x · w' (w' the norm's weight, 1 + w when zero-centred) and each 16
+// features' sum of squares of x — and that matmul multiplies its outputs by the row's scale rsqrt(Σ x² /
+// k + eps) at its store, before the bias: no split kernel between the two. Not bitwise the unfused
+// sequence (the scale is applied after the products instead of before them); the same bits for a row
+// whatever the batch. split and sq point into matmul_scratch (norm_handoff_slot).
+struct NormHandoff {
+  Tensor norm_w;  // (n)
+  bool zero_centred = false;
+  __nv_bfloat16* split = nullptr;  // (2 · rows, n): row 2r hi, 2r + 1 lo
+  float* sq = nullptr;             // (rows, ceil(n / 16))
+};
+// The handoff's place in Context::matmul_scratch (after x's split and the MLP activation's), or one with
+// null pointers when the scratch has none for rows × n.
+NormHandoff norm_handoff_slot(const Context& c, int64_t rows, int64_t n);
+// With next (a slot of norm_handoff_slot), also writes the handoff for x = y; true when it did (decode rows
+// on the tensor-core kernel with a BF16 w), false when y holds only the sum.
+bool matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
+                const Tensor& y, const NormHandoff* next = nullptr);
 void rms_norm(const Context& c, const Tensor& x, const Tensor& w, float eps, bool zero_centred, const Tensor& y);
-// The fused forms of Backend (backend.h): bitwise their unfused sequences.
+// The fused forms of Backend (backend.h): bitwise their unfused sequences, except with a handoff (pre: the
+// one matmul_add or rms_norm_swiglu_mlp_add wrote for this x and norm_w).
 void rms_norm_matmul_split(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
-                           const Tensor& xn_scratch, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys);
+                           const Tensor& xn_scratch, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys,
+                           const NormHandoff* pre = nullptr);
 void swiglu_matmul_add(const Context& c, const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& bias,
                        const Tensor& scratch, const Tensor& y);
 // act(rows, n/2) = silu_mul(gate, up) with {gate, up} = rms_norm_matmul_split(x, norm_w, ..., w, bias) over the
@@ -182,9 +207,12 @@ void rms_norm_matmul_swiglu(const Context& c, const Tensor& x, const Tensor& nor
 // BF16 split, which down reads instead of splitting act itself (one kernel fewer; the same bits as
 // rms_norm_matmul_swiglu then matmul_add). False, with nothing enqueued, when either weight or the rows do
 // not take that kernel.
+// pre: gate/up reads this handoff instead of normalising x; next: down also writes one (*wrote_next says
+// whether it did).
 bool rms_norm_swiglu_mlp_add(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
                              const Tensor& w_gate_up, const Tensor& gate_up_bias, const Tensor& act, const Tensor& w_down,
-                             const Tensor& down_bias);
+                             const Tensor& down_bias, const NormHandoff* pre = nullptr,
+                             const NormHandoff* next = nullptr, bool* wrote_next = nullptr);
 void qk_norm_rope_kv_write(const Context& c, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                            const Tensor& k_norm, float eps, int n_heads, int n_kv_heads, const Tensor& positions,
                            const Tensor& inv_freq, const RopeParams& rope, const Tensor& slots, const Tensor& k_cache,
@@ -222,6 +250,8 @@ size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, i
 // Bytes of Context::matmul_scratch the matmuls need: the prefill path (rows > kMaxDecodeRows) a BF16/F16
 // copy of x, max_rows · max_k · 2 bytes; the tensor-core decode kernel x's BF16 split, rows · max_k · 4.
 size_t matmul_scratch_bytes(int max_rows, int64_t max_k);
+// One of its decode split regions: x's split, the MLP activation's, a norm handoff's (then its sums).
+size_t matmul_split_region_bytes(int max_rows, int64_t max_k);
 
 // Bumped whenever the decode kernel changes in a way that can change which configuration is fastest
 // or how it is timed (the tuning cache is keyed by it). 2: weights staged through a shared-memory ring of

@@ -191,17 +191,33 @@ struct DecodeParams {
   bool early_trigger;      // the next kernel may launch once the first rounds are issued (Context)
   const __nv_bfloat16* x_split;  // tensor-core kernel: (2 · rows, k) split of the transformed x (split_x_kernel)
   __nv_bfloat16* act_split;      // tensor-core kernel, pairs: also act's split (2 · rows, half_n), or null
+  // Norm handoff (tensor-core kernel; cuda_ops.cuh, NormHandoff). A producer (one accumulating output, the
+  // residual add) also writes the split of each stored value times the next RMSNorm's weight,
+  // split(v · w'), into next_split (2 · rows, n), and each 16-feature item's sum of squares of the stored
+  // values into next_sq (rows, feature_blocks). A consumer (x_split pointing at such a split) multiplies
+  // each output by its row's scale rsqrt(Σ next_sq / k + eps) before the bias: the norm applied after the
+  // matmul instead of before the split, no split kernel between the two.
+  __nv_bfloat16* next_split;
+  float* next_sq;
+  const void* next_norm_w;
+  DType next_norm_dtype;
+  bool next_zero_centred;
+  const float* row_sq;  // consumer: the producer's next_sq, (rows, sq_blocks); null otherwise
+  int64_t sq_blocks;
   unsigned long long* trace;  // Context::matmul_trace, or null
 };
 
 // prior: the output's value before this op when accumulating (read earlier by the caller), else it is read here.
-__device__ __forceinline__ void store_output(const DecodeParams& p, int64_t row, int64_t feature, float v,
-                                             const float* prior = nullptr) {
+// Returns the value stored.
+__device__ __forceinline__ float store_output(const DecodeParams& p, int64_t row, int64_t feature, float v,
+                                              const float* prior = nullptr) {
   int i = 0;
   int64_t begin = 0;
   while (i + 1 < p.splits && feature >= p.split_end[i]) begin = p.split_end[i++];
   float* out = p.y[i] + row * (p.split_end[i] - begin) + (feature - begin);
-  *out = p.accumulate ? __fadd_rn(prior != nullptr ? *prior : *out, v) : v;
+  const float stored = p.accumulate ? __fadd_rn(prior != nullptr ? *prior : *out, v) : v;
+  *out = stored;
+  return stored;
 }
 
 // This block's %globaltimer stamp of `event` into Context::matmul_trace (thread 0; nothing without a trace).
@@ -690,6 +706,20 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
   // Groups so far: weights of stages 0 .. S-2, then their x; each step below adds stage i + S - 1 whole, so
   // with S - 1 groups left pending, stage i has landed.
 
+  // A norm handoff's consumer: every row's scale from the producer's sums of squares, warp w taking rows
+  // w, w + 4, ...; lane l sums items l, l + 32, ... in order, then a butterfly (the same total in every
+  // lane); RMSNorm's formula rsqrt(sum / k + eps). Read by warp 0 after the item's barrier.
+  __shared__ float row_scale[kMaxDecodeRows];
+  if (p.row_sq != nullptr) {
+    for (int r = kw; r < p.rows; r += kMmaWarps) {
+      float sum = 0.0f;
+      for (int64_t b = lane; b < p.sq_blocks; b += 32) sum = __fadd_rn(sum, p.row_sq[r * p.sq_blocks + b]);
+#pragma unroll
+      for (int o = 16; o >= 1; o >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, o));
+      if (lane == 0) row_scale[r] = rsqrtf(__fadd_rn(__fdiv_rn(sum, static_cast<float>(p.k)), p.eps));
+    }
+  }
+
   float acc[NT][4];
   auto clear = [&] {
 #pragma unroll
@@ -743,7 +773,33 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
           for (int q = 1; q < kMmaWarps; ++q) c[e] = __fadd_rn(c[e], red[((q * NT + j) * 4 + e) * 32 + lane]);
         const int64_t row = work.row0 + j * 4 + (lane & 3);  // columns 2(lane % 4) and + 1 of tile j
         float y0 = __fadd_rn(c[0], c[1]), y1 = __fadd_rn(c[2], c[3]);  // features +0, +8 of the tile
-        if (row >= p.rows) continue;
+        const bool live = row < p.rows;
+        if (p.row_sq != nullptr && live) {  // a norm handoff's consumer: the row's scale, before the bias
+          y0 = __fmul_rn(row_scale[row], y0);
+          y1 = __fmul_rn(row_scale[row], y1);
+        }
+        if (p.next_split != nullptr) {  // a norm handoff's producer (one accumulating output, never pairs)
+          const int64_t f = int64_t{work.block} * kMmaFeatures + (lane >> 2);
+          float v0 = 0.0f, v1 = 0.0f;
+          if (live && f < p.n)
+            v0 = store_output(p, row, f, p.bias != nullptr ? __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, f)) : y0);
+          if (live && f + 8 < p.n)
+            v1 = store_output(p, row, f + 8, p.bias != nullptr ? __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, f + 8)) : y1);
+          float sq = __fmaf_rn(v1, v1, __fmul_rn(v0, v0));  // the 16 features of the item, a fixed tree:
+#pragma unroll
+          for (int o = 4; o <= 16; o <<= 1) sq = __fadd_rn(sq, __shfl_xor_sync(0xffffffffu, sq, o));
+          if (!live) continue;
+          if ((lane >> 2) == 0) p.next_sq[row * p.feature_blocks + work.block] = sq;
+          const float w0 = f < p.n ? load_as_f32(p.next_norm_w, f, p.next_norm_dtype) : 0.0f;
+          const float w1 = f + 8 < p.n ? load_as_f32(p.next_norm_w, f + 8, p.next_norm_dtype) : 0.0f;
+          __nv_bfloat16* hi = p.next_split + 2 * row * p.n;
+          __nv_bfloat16* lo = hi + p.n;
+          if (f < p.n) split_bf16(__fmul_rn(v0, p.next_zero_centred ? __fadd_rn(1.0f, w0) : w0), hi[f], lo[f]);
+          if (f + 8 < p.n)
+            split_bf16(__fmul_rn(v1, p.next_zero_centred ? __fadd_rn(1.0f, w1) : w1), hi[f + 8], lo[f + 8]);
+          continue;
+        }
+        if (!live) continue;
         if (pairs) {  // y0 the gate, y1 the up of one position
           const int64_t position = int64_t{work.block} * (kMmaFeatures / 2) + (lane >> 2);
           if (position < p.half_n) {
@@ -1154,14 +1210,16 @@ struct XInput {
 void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys,
                    const MatmulShape& shape, const MatmulDecodeConfig& cfg, bool accumulate = false,
                    const XInput& xin = {}, const Tensor& act = Tensor(), __nv_bfloat16* act_split = nullptr,
-                   const __nv_bfloat16* presplit = nullptr) {
+                   const __nv_bfloat16* presplit = nullptr, const NormHandoff* next = nullptr,
+                   const NormHandoff* pre = nullptr) {
   HELIUM_CUDA_REQUIRE("matmul", matmul_decode_config_valid(cfg, w.dtype));
+  const bool handoff = next != nullptr || pre != nullptr;
   if (cfg.mma_stages > 0 && !mma_operands_ok(w, shape.k)) {  // a misaligned weight view: the FMA kernel
-    HELIUM_CUDA_REQUIRE("matmul", act_split == nullptr && presplit == nullptr);
+    HELIUM_CUDA_REQUIRE("matmul", act_split == nullptr && presplit == nullptr && !handoff);
     launch_decode(c, x, w, bias, ys, shape, fma_default_config(shape.n, shape.k, w.dtype), accumulate, xin, act);
     return;
   }
-  HELIUM_CUDA_REQUIRE("matmul", cfg.mma_stages > 0 || (act_split == nullptr && presplit == nullptr));
+  HELIUM_CUDA_REQUIRE("matmul", cfg.mma_stages > 0 || (act_split == nullptr && presplit == nullptr && !handoff));
   const bool pairs = act.data != nullptr;
   HELIUM_CUDA_REQUIRE("matmul", pairs ? ys.empty() && !accumulate && shape.n % 2 == 0 && cfg.features_per_lane % 2 == 0
                                       : !ys.empty() && ys.size() <= Backend::kMaxMatmulSplits);
@@ -1199,9 +1257,26 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   if (cfg.mma_stages > 0) {
     p.evict_first = c.stream_evict_first && c.mma_evict_first;
     p.act_split = act_split;
+    if (next != nullptr) {  // the producer of a norm handoff: the residual add, one output
+      HELIUM_CUDA_REQUIRE("matmul", !pairs && accumulate && ys.size() == 1 && next->split != nullptr &&
+                                        next->sq != nullptr && next->norm_w.numel() == shape.n);
+      p.next_split = next->split;
+      p.next_sq = next->sq;
+      p.next_norm_w = next->norm_w.data;
+      p.next_norm_dtype = next->norm_w.dtype;
+      p.next_zero_centred = next->zero_centred;
+    }
+    if (pre != nullptr) {  // its consumer: the producer's split of x · w' instead of a split kernel
+      HELIUM_CUDA_REQUIRE("matmul", presplit == nullptr && xin.xform == kRmsNorm && pre->split != nullptr &&
+                                        pre->sq != nullptr && pre->norm_w.numel() == shape.k);
+      presplit = pre->split;
+      p.row_sq = pre->sq;
+      p.sq_blocks = (shape.k + kMmaFeatures - 1) / kMmaFeatures;
+    }
     launch_mma(c, p, shape, cfg.mma_stages, presplit);
     return;
   }
+  HELIUM_CUDA_REQUIRE("matmul", !handoff);
 
   if (!decode_vector_loads_ok(x, w, shape.k)) {
     HELIUM_CUDA_REQUIRE("matmul", xin.xform == kNone && !pairs);  // fused callers check decode_vector_loads_ok first
@@ -1468,11 +1543,30 @@ bool operator==(const MatmulDecodeConfig& a, const MatmulDecodeConfig& b) {
          a.feature_warps == b.feature_warps && a.k_warps == b.k_warps && a.mma_stages == b.mma_stages;
 }
 
+size_t matmul_split_region_bytes(int max_rows, int64_t max_k) {
+  return round_up_256(static_cast<size_t>(std::min(max_rows, kMaxDecodeRows)) * static_cast<size_t>(max_k) * 4);
+}
+
 size_t matmul_scratch_bytes(int max_rows, int64_t max_k) {
   const size_t prefill = max_rows > kMaxDecodeRows ? static_cast<size_t>(max_rows) * static_cast<size_t>(max_k) * 2 : 0;
-  // Two splits: x's, and the MLP's activation written by gate/up for down (rms_norm_swiglu_mlp_add).
-  const size_t split = 2 * round_up_256(static_cast<size_t>(std::min(max_rows, kMaxDecodeRows)) * static_cast<size_t>(max_k) * 4);
-  return round_up_256(std::max(prefill, split));
+  // Three splits — x's, the MLP's activation written by gate/up for down (rms_norm_swiglu_mlp_add), a norm
+  // handoff's — then the handoff's sums of squares (one float per 16 features of a row).
+  const size_t rows = static_cast<size_t>(std::min(max_rows, kMaxDecodeRows));
+  const size_t sums = round_up_256(rows * static_cast<size_t>((max_k + kMmaFeatures - 1) / kMmaFeatures) * 4);
+  return round_up_256(std::max(prefill, 3 * matmul_split_region_bytes(max_rows, max_k) + sums));
+}
+
+NormHandoff norm_handoff_slot(const Context& c, int64_t rows, int64_t n) {
+  NormHandoff h;
+  const size_t region = c.matmul_split_region;
+  const size_t split_bytes = static_cast<size_t>(rows * n) * 4;
+  const size_t sum_bytes = static_cast<size_t>(rows * ((n + kMmaFeatures - 1) / kMmaFeatures)) * 4;
+  if (c.matmul_scratch == nullptr || region == 0 || rows > kMaxDecodeRows || split_bytes > region ||
+      3 * region + sum_bytes > c.matmul_scratch_bytes)
+    return h;
+  h.split = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(c.matmul_scratch) + 2 * region);
+  h.sq = reinterpret_cast<float*>(static_cast<char*>(c.matmul_scratch) + 3 * region);
+  return h;
 }
 
 bool matmul_decode_config_valid(const MatmulDecodeConfig& cfg, DType w_dtype) {
@@ -1561,19 +1655,22 @@ void matmul(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bi
 
 // Decode rows: the residual add happens in the kernel's store (y read, added, written: the bits of a
 // separate add); other rows: matmul into scratch, then add.
-void matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
-                const Tensor& y) {
+bool matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
+                const Tensor& y, const NormHandoff* next) {
   const MatmulShape shape = check_operands("matmul_add", x, w, bias, y);
-  if (shape.rows == 0 || shape.n == 0) return;
+  if (shape.rows == 0 || shape.n == 0) return false;
   if (shape.rows > kMaxDecodeRows || !decode_vector_loads_ok(x, w, shape.k)) {
     if (prefill_fused(c, x, XInput{}, w, bias, std::span<const Tensor>(&y, 1), /*accumulate=*/true))
-      return;
+      return false;
     matmul(c, x, w, bias, scratch);
     add(c, y, scratch, y);
-    return;
+    return false;
   }
-  launch_decode(c, x, w, bias, std::span<const Tensor>(&y, 1), shape, decode_config_for(c, shape, w.dtype),
-                /*accumulate=*/true);
+  const MatmulDecodeConfig cfg = decode_config_for(c, shape, w.dtype);
+  const bool handoff = next != nullptr && next->split != nullptr && cfg.mma_stages > 0 && mma_operands_ok(w, shape.k);
+  launch_decode(c, x, w, bias, std::span<const Tensor>(&y, 1), shape, cfg, /*accumulate=*/true, {}, Tensor(), nullptr,
+                nullptr, handoff ? next : nullptr);
+  return handoff;
 }
 
 namespace {
@@ -1637,7 +1734,8 @@ void matmul_split(const Context& c, const Tensor& x, const Tensor& w, const Tens
 }
 
 void rms_norm_matmul_split(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
-                           const Tensor& xn_scratch, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) {
+                           const Tensor& xn_scratch, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys,
+                           const NormHandoff* pre) {
   HELIUM_CUDA_REQUIRE("rms_norm_matmul_split", w.rank == 2 && norm_w.numel() == w.dim(1));
   const XInput xin = rms_norm_input(norm_w, eps, zero_centred);
   if (!decode_fusable(x, w)) {
@@ -1645,6 +1743,15 @@ void rms_norm_matmul_split(const Context& c, const Tensor& x, const Tensor& norm
     rms_norm(c, x, norm_w, eps, zero_centred, xn_scratch);
     matmul_split(c, xn_scratch, w, bias, ys);
     return;
+  }
+  if (pre != nullptr && pre->split != nullptr) {
+    const MatmulShape shape = check_inputs("rms_norm_matmul_split", x, w, bias);
+    const MatmulDecodeConfig cfg = decode_config_for(c, shape, w.dtype);
+    if (cfg.mma_stages > 0 && mma_operands_ok(w, shape.k)) {
+      for (const Tensor& y : ys) check_output("rms_norm_matmul_split", y, shape.rows, cols_of(y), x, w, bias);
+      launch_decode(c, x, w, bias, ys, shape, cfg, false, xin, Tensor(), nullptr, nullptr, nullptr, pre);
+      return;
+    }
   }
   launch_split_decode(c, x, w, bias, ys, xin);
 }
@@ -1664,7 +1771,9 @@ void rms_norm_matmul_swiglu(const Context& c, const Tensor& x, const Tensor& nor
 
 bool rms_norm_swiglu_mlp_add(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
                              const Tensor& w_gate_up, const Tensor& gate_up_bias, const Tensor& act, const Tensor& w_down,
-                             const Tensor& down_bias) {
+                             const Tensor& down_bias, const NormHandoff* pre, const NormHandoff* next,
+                             bool* wrote_next) {
+  if (wrote_next != nullptr) *wrote_next = false;
   if (!rms_norm_matmul_swiglu_fusable(x, w_gate_up) || w_down.rank != 2 || norm_w.numel() != w_gate_up.dim(1)) return false;
   const MatmulShape up_shape = check_inputs("rms_norm_swiglu_mlp_add", x, w_gate_up, gate_up_bias);
   check_output("rms_norm_swiglu_mlp_add", act, up_shape.rows, up_shape.n / 2, x, w_gate_up, gate_up_bias);
@@ -1681,9 +1790,11 @@ bool rms_norm_swiglu_mlp_add(const Context& c, const Tensor& x, const Tensor& no
                           c.matmul_scratch_bytes >= offset + static_cast<size_t>(down_shape.rows * down_shape.k) * 4);
   auto* act_split = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(c.matmul_scratch) + offset);
   launch_decode(c, x, w_gate_up, gate_up_bias, {}, up_shape, up_cfg, false, rms_norm_input(norm_w, eps, zero_centred), act,
-                act_split);
+                act_split, nullptr, nullptr, pre != nullptr && pre->split != nullptr ? pre : nullptr);
+  const bool handoff = next != nullptr && next->split != nullptr;
   launch_decode(c, act, w_down, down_bias, std::span<const Tensor>(&x, 1), down_shape, down_cfg, /*accumulate=*/true, {},
-                Tensor(), nullptr, act_split);
+                Tensor(), nullptr, act_split, handoff ? next : nullptr);
+  if (wrote_next != nullptr) *wrote_next = handoff;
   return true;
 }
 

@@ -1,10 +1,12 @@
 // tests/backend/cuda/fused_test.cpp — the CUDA backend's fused ops (backend.h: rms_norm_matmul_split,
-// swiglu_matmul_add, swiglu_mlp_add, qk_norm_rope_kv_write) are bitwise the unfused sequences they stand for, on the
+// swiglu_matmul_add, swiglu_mlp_add, qk_norm_rope_kv_write) are bitwise the unfused sequences they stand for
+// (a norm handoff, prepare_norm: within the split's precision, and batch-invariant), on the
 // decode path (rows <= kMaxDecodeRows, where the kernels fuse) and past it (where they fall back), and
 // with the environment's programmatic dependent launch on or off; and the backend's environment switches
 // refuse malformed values by name. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstdint>
@@ -183,6 +185,81 @@ TEST_F(CudaFusedTest, SwigluMlpAddIsTheSequence) {
       backend_->swiglu_mlp_add(xb, norm_w, 1e-6f, false, xn_b, w_gate_up, gub, gate_b, up_b, w_down, db);
       EXPECT_EQ(first_difference(download(xa), download(xb)), -1) << rows << " rows, bias " << with_bias;
     }
+}
+
+// A norm handoff (Backend::prepare_norm; cuda::NormHandoff): o_proj's residual add writes the split of x · w'
+// for the MLP's norm, down's the one for the next layer's q/k/v norm, and the consumers apply the row scale
+// at their stores. Against the unhinted sequence: the residual after o_proj bitwise, the rest within the
+// split's precision; and a row's results bitwise the same alone or among 63 others.
+TEST_F(CudaFusedTest, NormHandoffMatchesTheSequenceAndIsBatchInvariant) {
+  std::mt19937 rng(45);
+  const int64_t hidden = 2048, attn_dim = 2048, inter = 1536, qkv = 768, max_rows = 64;
+  const Tensor w_o = upload(random_reals(rng, static_cast<size_t>(hidden * attn_dim), -0.05f, 0.05f), DType::BF16,
+                            {hidden, attn_dim});
+  const Tensor post_norm = upload(random_reals(rng, static_cast<size_t>(hidden), 0.5f, 1.5f), DType::BF16, {hidden});
+  const Tensor next_norm = upload(random_reals(rng, static_cast<size_t>(hidden), 0.5f, 1.5f), DType::BF16, {hidden});
+  const Tensor w_gate_up = upload(random_reals(rng, static_cast<size_t>(2 * inter * hidden), -0.06f, 0.06f), DType::BF16,
+                                  {2 * inter, hidden});
+  const Tensor w_down =
+      upload(random_reals(rng, static_cast<size_t>(hidden * inter), -0.05f, 0.05f), DType::BF16, {hidden, inter});
+  const Tensor w_qkv = upload(random_reals(rng, static_cast<size_t>(qkv * hidden), -0.05f, 0.05f), DType::BF16, {qkv, hidden});
+  const Tensor qkv_bias = upload(random_reals(rng, static_cast<size_t>(qkv)), DType::BF16, {qkv});
+  const std::vector<float> attn_v = random_reals(rng, static_cast<size_t>(max_rows * attn_dim), -2.0f, 2.0f);
+  std::vector<float> residual = random_reals(rng, static_cast<size_t>(max_rows * hidden), -3.0f, 3.0f);
+  for (int64_t r = 0; r < max_rows; ++r)  // rows of different scales, so that each row's norm matters
+    for (int64_t i = 0; i < hidden; ++i) residual[static_cast<size_t>(r * hidden + i)] *= std::ldexp(1.0f, static_cast<int>(r % 5) - 2);
+
+  // One layer's tail and the next layer's q/k/v for rows [first, first + rows); returns (x after o_proj,
+  // x after the MLP, q/k/v).
+  auto run = [&](int64_t first, int64_t rows, bool hinted) {
+    const Tensor attn = upload(attn_v, DType::F32, {max_rows, attn_dim}).rows_from(first).first_rows(rows);
+    const Tensor x = upload(residual, DType::F32, {max_rows, hidden}).rows_from(first).first_rows(rows);
+    const Tensor xn = zeros({rows, hidden}), gate = zeros({rows, inter}), up = zeros({rows, inter});
+    const Tensor out = zeros({rows, qkv});
+    if (hinted) backend_->prepare_norm(x, post_norm, false);
+    backend_->matmul_add(attn, w_o, Tensor(), xn, x);
+    std::vector<std::vector<uint8_t>> result{download(x)};
+    if (hinted) backend_->prepare_norm(x, next_norm, false);
+    backend_->swiglu_mlp_add(x, post_norm, 1e-6f, false, xn, w_gate_up, Tensor(), gate, up, w_down, Tensor());
+    result.push_back(download(x));
+    const Tensor outs[] = {out};
+    backend_->rms_norm_matmul_split(x, next_norm, 1e-6f, false, xn, w_qkv, qkv_bias, outs);
+    result.push_back(download(out));
+    return result;
+  };
+  auto floats = [](const std::vector<uint8_t>& b) {
+    std::vector<float> f(b.size() / 4);
+    std::memcpy(f.data(), b.data(), b.size());
+    return f;
+  };
+  // Normwise and elementwise closeness at the split's precision (2^-16 per element of x, both paths).
+  auto expect_close = [&](const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, const std::string& what) {
+    const std::vector<float> fa = floats(a), fb = floats(b);
+    double diff = 0, norm = 0, worst = 0, largest = 0;
+    for (size_t i = 0; i < fa.size(); ++i) {
+      const double d = std::fabs(static_cast<double>(fa[i]) - fb[i]);
+      diff += d * d;
+      norm += static_cast<double>(fa[i]) * fa[i];
+      worst = std::max(worst, std::isnan(d) ? INFINITY : d);
+      largest = std::max(largest, std::fabs(static_cast<double>(fa[i])));
+    }
+    EXPECT_LE(std::sqrt(diff), 1e-4 * std::sqrt(norm)) << what;
+    EXPECT_LE(worst, 1e-3 * largest) << what;
+  };
+  for (int64_t rows : {1, 7, 64}) {
+    const auto plain = run(0, rows, false), handed = run(0, rows, true);
+    EXPECT_EQ(first_difference(plain[0], handed[0]), -1) << rows << " rows: x after o_proj";
+    expect_close(plain[1], handed[1], std::to_string(rows) + " rows: x after the MLP");
+    expect_close(plain[2], handed[2], std::to_string(rows) + " rows: q/k/v");
+  }
+  const auto together = run(0, max_rows, true);
+  for (int64_t r : {0, 5, 63}) {
+    const auto alone = run(r, 1, true);
+    for (size_t part = 0; part < alone.size(); ++part) {
+      const size_t width = alone[part].size();
+      EXPECT_EQ(std::memcmp(alone[part].data(), together[part].data() + r * width, width), 0) << "row " << r << ", part " << part;
+    }
+  }
 }
 
 TEST_F(CudaFusedTest, QkNormRopeKvWriteIsTheSequence) {
@@ -419,7 +496,8 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_XTILE_KB", "lots", "32"},
                {"HELIUM_CUDA_OMIT", "everything", "merge"},
                {"HELIUM_CUDA_MMA_EVICT_FIRST", "1", "off"},
-               {"HELIUM_CUDA_MATMUL", "tensor", "mma"}};
+               {"HELIUM_CUDA_MATMUL", "tensor", "mma"},
+               {"HELIUM_CUDA_NORM_HANDOFF", "yes", "off"}};
   for (const auto& c : cases) {
     ASSERT_EQ(setenv(c.name, c.bad, 1), 0);
     auto refused = CudaBackend::create(options);
