@@ -173,7 +173,8 @@ class Backend {
   virtual void matmul_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor scratch, Tensor y);
   // Fused forms of the sequences a transformer layer runs, for backends that can do them in fewer passes
   // (the CUDA decode path applies the norm or the activation while it stages x, and writes no copy).
-  // Each is bitwise the unfused sequence named, which is the default implementation.
+  // Each is bitwise the unfused sequence named, which is the default implementation — except after a
+  // prepare_norm hint (below), whose handoff may change the normalising op's rounding.
   //   rms_norm_matmul_split: rms_norm(x, norm_w, eps, zero_centred) into xn_scratch (rows, k), then
   //     matmul_split(xn_scratch, w, bias, ys). xn_scratch may be left untouched.
   virtual void rms_norm_matmul_split(const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
