@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backend/cuda/attention_partitions.h"
+#include "backend/cuda/matmul_scratch.h"
 #include "engine/engine.h"
 #include "hub/progress.h"
 
@@ -161,14 +162,8 @@ MemoryPlan plan_core(const PlanModel& model, const MemoryPlanOptions& o) {
     const int64_t partitions = cuda::max_partition_count(o.context, cuda::kDefaultPartitionSmallEnd,
                                                          cuda::kDefaultPartitionMediumEnd);
     attention_scratch = std::min(rows, kMaxDecodeRows) * heads * partitions * (head_dim + 2) * 4;
-    // the bf16 copy of x for prefill GEMMs, or the tensor-core decode kernel's three splits (x's, the MLP
-    // activation's and a norm handoff's, 4 bytes an element) and the handoff's sums of squares (one float
-    // per 16 features): cuda::matmul_scratch_bytes
-    const int64_t decode_rows = std::min(rows, kMaxDecodeRows);
-    matmul_scratch = round_up(std::max(rows > kMaxDecodeRows ? rows * max_k * 2 : 0,
-                                       3 * round_up(decode_rows * max_k * 4, 256) +
-                                           round_up(decode_rows * ((max_k + 15) / 16) * 4, 256)),
-                              256);
+    // the bf16 copy of x for prefill GEMMs, or the tensor-core decode kernel's splits (matmul_scratch.h)
+    matmul_scratch = static_cast<int64_t>(cuda::matmul_scratch_bytes(rows, max_k));
     const int64_t argmax_keys = std::max<int64_t>(std::max(rows, kMaxDecodeRows) * 8, 256);
     // select_candidates' chunk keys and counts, and its softmax group sums
     const int64_t select_scratch = 2 * kMaxDecodeRows * 256 * 4 + kMaxDecodeRows * 256 * 8;

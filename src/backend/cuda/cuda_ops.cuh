@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/attention_partitions.h"
+#include "backend/cuda/matmul_scratch.h"
 
 // A CUDA call that fails inside an op cannot return a Status (ops are void and asynchronous): it aborts
 // with the call, file and line. Errors at load time are returned as Status by CudaBackend.
@@ -247,11 +248,7 @@ size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, i
                                 int small_end = kDefaultPartitionSmallEnd, int medium_end = kDefaultPartitionMediumEnd);
 
 // ---- matmul (matmul.cu) ----
-// Bytes of Context::matmul_scratch the matmuls need: the prefill path (rows > kMaxDecodeRows) a BF16/F16
-// copy of x, max_rows · max_k · 2 bytes; the tensor-core decode kernel x's BF16 split, rows · max_k · 4.
-size_t matmul_scratch_bytes(int max_rows, int64_t max_k);
-// One of its decode split regions: x's split, the MLP activation's, a norm handoff's (then its sums).
-size_t matmul_split_region_bytes(int max_rows, int64_t max_k);
+// Bytes of Context::matmul_scratch the matmuls need, and of one decode split region: matmul_scratch.h.
 
 // Bumped whenever the decode kernel changes in a way that can change which configuration is fastest
 // or how it is timed (the tuning cache is keyed by it). 2: weights staged through a shared-memory ring of

@@ -1111,7 +1111,7 @@ bool fma_forced() {
 }
 
 // Scratch regions start on 256-byte boundaries.
-constexpr size_t round_up_256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+static_assert(kScratchDecodeRows == kMaxDecodeRows && kHandoffFeatures == kMmaFeatures);  // matmul_scratch.h
 
 bool mma_operands_ok(const Tensor& w, int64_t k) { return w.dtype == DType::BF16 && k % 8 == 0 && aligned_16(w.data); }
 
@@ -1543,24 +1543,11 @@ bool operator==(const MatmulDecodeConfig& a, const MatmulDecodeConfig& b) {
          a.feature_warps == b.feature_warps && a.k_warps == b.k_warps && a.mma_stages == b.mma_stages;
 }
 
-size_t matmul_split_region_bytes(int max_rows, int64_t max_k) {
-  return round_up_256(static_cast<size_t>(std::min(max_rows, kMaxDecodeRows)) * static_cast<size_t>(max_k) * 4);
-}
-
-size_t matmul_scratch_bytes(int max_rows, int64_t max_k) {
-  const size_t prefill = max_rows > kMaxDecodeRows ? static_cast<size_t>(max_rows) * static_cast<size_t>(max_k) * 2 : 0;
-  // Three splits — x's, the MLP's activation written by gate/up for down (rms_norm_swiglu_mlp_add), a norm
-  // handoff's — then the handoff's sums of squares (one float per 16 features of a row).
-  const size_t rows = static_cast<size_t>(std::min(max_rows, kMaxDecodeRows));
-  const size_t sums = round_up_256(rows * static_cast<size_t>((max_k + kMmaFeatures - 1) / kMmaFeatures) * 4);
-  return round_up_256(std::max(prefill, 3 * matmul_split_region_bytes(max_rows, max_k) + sums));
-}
-
 NormHandoff norm_handoff_slot(const Context& c, int64_t rows, int64_t n) {
   NormHandoff h;
   const size_t region = c.matmul_split_region;
   const size_t split_bytes = static_cast<size_t>(rows * n) * 4;
-  const size_t sum_bytes = static_cast<size_t>(rows * ((n + kMmaFeatures - 1) / kMmaFeatures)) * 4;
+  const size_t sum_bytes = static_cast<size_t>(rows * ((n + kHandoffFeatures - 1) / kHandoffFeatures)) * 4;
   if (c.matmul_scratch == nullptr || region == 0 || rows > kMaxDecodeRows || split_bytes > region ||
       3 * region + sum_bytes > c.matmul_scratch_bytes)
     return h;
