@@ -10,6 +10,8 @@
 //   context capacity launches: the cost of the blocks that exit at once.
 // - prefill (tensor-core path): one prompt of 4096 rows, causal, as ms per layer and TFLOP/s (4 flops
 //   per query-key pair and head dimension: q·k and p·v), and the ms for Qwen3-8B's 36 layers.
+// - the decode kernel's K/V traffic alone at 32K (no kernel around it): one head's 256 bytes per key, as
+//   the partition kernel's blocks read it, against whole 2 KB rows of the cache — the same bytes.
 // Times: median over replays after a warm-up.
 //
 //   helium_bench_cuda_attention [--json PATH] [--quick] [--only ROWS,CONTEXT]
@@ -171,6 +173,79 @@ DecodeResult time_decode(const cuda::Context& c, int64_t rows, int64_t context, 
   w.release();
   const double t = median(us);
   return {rows, context, max_keys, t, layer_bytes / (t * 1e-6) / 1e9};
+}
+
+// The decode kernel's K/V traffic without the kernel: 1,024 blocks of 128 threads stream K then V of one
+// row's 32K contiguous slots with plain 16-byte loads (8 in flight per thread) and fold them into a sink.
+// Per head: block b reads head b % 8's 256 bytes of each of 256 keys (the partition kernel's pattern,
+// 2 KB apart); whole rows: block b reads all heads of 32 keys (2 KB contiguous per key). The same bytes
+// per block; whether the per-head pattern costs DRAM efficiency.
+__global__ void __launch_bounds__(128) kv_pattern_kernel(const uint4* k, const uint4* v, int64_t keys, bool whole_rows,
+                                                         unsigned* sink) {
+  constexpr int64_t kRow16 = kKvDim * 2 / 16;  // 16-byte pieces of a key's row (all heads): 128
+  constexpr int64_t kHead16 = kHeadDim * 2 / 16;  // of one head: 16
+  const int64_t b = blockIdx.x;
+  // Pieces of this block: per head, key i of 256 and piece j of 16; whole rows, key i of 32 and piece j of 128.
+  const int64_t pieces = whole_rows ? 32 * kRow16 : 256 * kHead16;
+  unsigned fold = 0;
+  for (int kv = 0; kv < 2; ++kv) {
+    const uint4* base = kv == 0 ? k : v;
+    for (int64_t p0 = threadIdx.x; p0 < pieces; p0 += 128 * 8) {
+      uint4 x[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int64_t p = p0 + u * 128;
+        int64_t at = -1;
+        if (p < pieces) {
+          if (whole_rows) at = (b * 32 + p / kRow16) * kRow16 + p % kRow16;
+          else at = ((b / 8) * 256 + p / kHead16) * kRow16 + (b % 8) * kHead16 + p % kHead16;
+        }
+        x[u] = at >= 0 && at / kRow16 < keys ? __ldcs(base + at) : uint4{};
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) fold ^= x[u].x ^ x[u].y ^ x[u].z ^ x[u].w;
+    }
+  }
+  if (fold == 0x9e3779b9u) *sink = fold;  // never in practice; keeps the loads
+}
+
+// µs per layer of kv_pattern_kernel over 32K keys, layers rotated over more than the L2 (graph replays).
+double time_kv_pattern(cudaStream_t stream, bool whole_rows, int replays) {
+  constexpr int64_t keys = 32768;
+  const int64_t layer_bytes = keys * kKvDim * 2;  // K (and as much V)
+  const int layers = 10;
+  auto* k = static_cast<uint4*>(device_alloc(layers * layer_bytes));
+  auto* v = static_cast<uint4*>(device_alloc(layers * layer_bytes));
+  auto* sink = static_cast<unsigned*>(device_alloc(4));
+  BENCH_CUDA(cudaMemsetAsync(k, 1, layers * layer_bytes, stream));
+  BENCH_CUDA(cudaMemsetAsync(v, 2, layers * layer_bytes, stream));
+  cudaGraph_t graph;
+  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  for (int l = 0; l < layers; ++l)
+    kv_pattern_kernel<<<1024, 128, 0, stream>>>(k + l * layer_bytes / 16, v + l * layer_bytes / 16, keys, whole_rows, sink);
+  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t start, stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) BENCH_CUDA(cudaGraphLaunch(exec, stream));
+  std::vector<double> us;
+  for (int i = 0; i < replays; ++i) {
+    BENCH_CUDA(cudaEventRecord(start, stream));
+    BENCH_CUDA(cudaGraphLaunch(exec, stream));
+    BENCH_CUDA(cudaEventRecord(stop, stream));
+    BENCH_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    us.push_back(1e3 * ms / layers);
+  }
+  BENCH_CUDA(cudaGraphExecDestroy(exec));
+  BENCH_CUDA(cudaGraphDestroy(graph));
+  BENCH_CUDA(cudaEventDestroy(start));
+  BENCH_CUDA(cudaEventDestroy(stop));
+  for (void* p : {static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(sink)}) cudaFree(p);
+  return median(us);
 }
 
 struct PrefillResult {
@@ -335,6 +410,15 @@ int run(const Options& opt) {
     parts.push_back(r);
   }
 
+  // The partition kernel's K/V traffic alone (kv_pattern_kernel): one head's 256 bytes per key against
+  // whole 2 KB rows, the same bytes, 32K keys.
+  const double per_head_us = time_kv_pattern(c.stream, false, replays), whole_rows_us = time_kv_pattern(c.stream, true, replays);
+  const double kv_bytes_32k = 2.0 * 32768 * kKvDim * 2;
+  std::printf("\nK/V of 32K keys streamed alone (1,024 blocks, plain loads): one head's 256 B per key %.1f us (%.0f%% of copy), "
+              "whole 2 KB rows %.1f us (%.0f%%)\n",
+              per_head_us, 100.0 * kv_bytes_32k / (per_head_us * 1e-6) / 1e9 / copy_gbps, whole_rows_us,
+              100.0 * kv_bytes_32k / (whole_rows_us * 1e-6) / 1e9 / copy_gbps);
+
   const PrefillResult p = time_prefill(c, 4096, opt.quick ? 3 : 11);
   std::printf("\nprefill attention, 4096 rows (one causal prompt), Qwen3-8B shape, BF16 cache:\n");
   std::printf("  %.3f ms per layer, %.0f TFLOP/s, %.1f ms for %d layers\n", p.ms, p.tflops, p.ms * kLayers, kLayers);
@@ -361,7 +445,8 @@ int run(const Options& opt) {
     for (size_t i = 0; i < parts.size(); ++i)
       j << (i ? ", " : "") << "{\"context\": " << parts[i][0] << ", \"as_is\": " << parts[i][1]
         << ", \"no_arithmetic\": " << parts[i][2] << ", \"no_merge\": " << parts[i][3] << "}";
-    j << "], \"prefill\": {\"rows\": " << p.rows << ", \"ms_per_layer\": " << p.ms << ", \"tflops\": " << p.tflops
+    j << "], \"kv_pattern_32k_us\": {\"per_head\": " << per_head_us << ", \"whole_rows\": " << whole_rows_us << "}";
+    j << ", \"prefill\": {\"rows\": " << p.rows << ", \"ms_per_layer\": " << p.ms << ", \"tflops\": " << p.tflops
       << ", \"ms_36_layers\": " << p.ms * kLayers << "}}";
     FILE* f = std::fopen(opt.json_path.c_str(), "w");
     if (f == nullptr) {
