@@ -132,6 +132,37 @@ struct Workload {
   }
 };
 
+// Captures `enqueue` (the calls of `layers` layers) on `stream` as one CUDA graph, replays it (3 warm-up
+// replays, then `replays` timed ones) and returns the median µs per layer.
+template <class Enqueue>
+double replay_us_per_layer(cudaStream_t stream, int layers, int replays, Enqueue enqueue) {
+  cudaGraph_t graph;
+  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  enqueue();
+  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t start, stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) BENCH_CUDA(cudaGraphLaunch(exec, stream));
+  std::vector<double> us;
+  for (int i = 0; i < replays; ++i) {
+    BENCH_CUDA(cudaEventRecord(start, stream));
+    BENCH_CUDA(cudaGraphLaunch(exec, stream));
+    BENCH_CUDA(cudaEventRecord(stop, stream));
+    BENCH_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    us.push_back(1e3 * ms / layers);
+  }
+  BENCH_CUDA(cudaGraphExecDestroy(exec));
+  BENCH_CUDA(cudaGraphDestroy(graph));
+  BENCH_CUDA(cudaEventDestroy(start));
+  BENCH_CUDA(cudaEventDestroy(stop));
+  return median(us);
+}
+
 struct DecodeResult {
   int64_t rows, context;
   int32_t max_keys;
@@ -146,32 +177,10 @@ DecodeResult time_decode(const cuda::Context& c, int64_t rows, int64_t context, 
   w.make_rows(rows, c.stream);
   BENCH_CUDA(cudaStreamSynchronize(c.stream));
   // The queries of every layer are the same rows; the tables differ.
-  cudaGraph_t graph;
-  BENCH_CUDA(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal));
-  for (int l = 0; l < layers; ++l) w.attend(c, l * rows, rows, max_keys);
-  BENCH_CUDA(cudaStreamEndCapture(c.stream, &graph));
-  cudaGraphExec_t exec;
-  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t start, stop;
-  BENCH_CUDA(cudaEventCreate(&start));
-  BENCH_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) BENCH_CUDA(cudaGraphLaunch(exec, c.stream));
-  std::vector<double> us;
-  for (int i = 0; i < replays; ++i) {
-    BENCH_CUDA(cudaEventRecord(start, c.stream));
-    BENCH_CUDA(cudaGraphLaunch(exec, c.stream));
-    BENCH_CUDA(cudaEventRecord(stop, c.stream));
-    BENCH_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    us.push_back(1e3 * ms / layers);
-  }
-  BENCH_CUDA(cudaGraphExecDestroy(exec));
-  BENCH_CUDA(cudaGraphDestroy(graph));
-  BENCH_CUDA(cudaEventDestroy(start));
-  BENCH_CUDA(cudaEventDestroy(stop));
+  const double t = replay_us_per_layer(c.stream, layers, replays, [&] {
+    for (int l = 0; l < layers; ++l) w.attend(c, l * rows, rows, max_keys);
+  });
   w.release();
-  const double t = median(us);
   return {rows, context, max_keys, t, layer_bytes / (t * 1e-6) / 1e9};
 }
 
@@ -219,33 +228,12 @@ double time_kv_pattern(cudaStream_t stream, bool whole_rows, int replays) {
   auto* sink = static_cast<unsigned*>(device_alloc(4));
   BENCH_CUDA(cudaMemsetAsync(k, 1, layers * layer_bytes, stream));
   BENCH_CUDA(cudaMemsetAsync(v, 2, layers * layer_bytes, stream));
-  cudaGraph_t graph;
-  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  for (int l = 0; l < layers; ++l)
-    kv_pattern_kernel<<<1024, 128, 0, stream>>>(k + l * layer_bytes / 16, v + l * layer_bytes / 16, keys, whole_rows, sink);
-  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t start, stop;
-  BENCH_CUDA(cudaEventCreate(&start));
-  BENCH_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) BENCH_CUDA(cudaGraphLaunch(exec, stream));
-  std::vector<double> us;
-  for (int i = 0; i < replays; ++i) {
-    BENCH_CUDA(cudaEventRecord(start, stream));
-    BENCH_CUDA(cudaGraphLaunch(exec, stream));
-    BENCH_CUDA(cudaEventRecord(stop, stream));
-    BENCH_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    us.push_back(1e3 * ms / layers);
-  }
-  BENCH_CUDA(cudaGraphExecDestroy(exec));
-  BENCH_CUDA(cudaGraphDestroy(graph));
-  BENCH_CUDA(cudaEventDestroy(start));
-  BENCH_CUDA(cudaEventDestroy(stop));
+  const double t = replay_us_per_layer(stream, layers, replays, [&] {
+    for (int l = 0; l < layers; ++l)
+      kv_pattern_kernel<<<1024, 128, 0, stream>>>(k + l * layer_bytes / 16, v + l * layer_bytes / 16, keys, whole_rows, sink);
+  });
   for (void* p : {static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(sink)}) cudaFree(p);
-  return median(us);
+  return t;
 }
 
 struct PrefillResult {
