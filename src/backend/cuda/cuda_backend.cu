@@ -411,24 +411,32 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
   impl_->forget_norms();
   cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out);
 }
-void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) { cuda::swiglu(impl_->ctx, gate, up, out); }
-void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor out) { cuda::add(impl_->ctx, a, b, out); }
+void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
+  impl_->forget_norms();
+  cuda::swiglu(impl_->ctx, gate, up, out);
+}
+void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor out) {
+  impl_->forget_norms();
+  cuda::add(impl_->ctx, a, b, out);
+}
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& index, Tensor out) {
-  impl_->forget_norms();
-  impl_->forget_norms();
   impl_->forget_norms();
   cuda::gather_rows(impl_->ctx, x, index, out);
 }
-void CudaBackend::argmax_rows(const Tensor& x, Tensor out) { cuda::argmax_rows(impl_->ctx, x, out); }
+void CudaBackend::argmax_rows(const Tensor& x, Tensor out) {
+  impl_->forget_norms();
+  cuda::argmax_rows(impl_->ctx, x, out);
+}
 void CudaBackend::select_candidates(const Tensor& logits, const Tensor& temperatures, const Tensor& top_k, Tensor x,
                                     Tensor ids, Tensor count, Tensor valid, Tensor totals) {
   impl_->forget_norms();
-  impl_->forget_norms();
   cuda::select_candidates(impl_->ctx, logits, temperatures, top_k, x, ids, count, valid, totals);
 }
-void CudaBackend::copy_rows(Tensor x, const Tensor& src, const Tensor& dst) { cuda::copy_rows(impl_->ctx, x, src, dst); }
-void CudaBackend::fill_random(Tensor t, uint64_t seed, float offset, float scale) {
+void CudaBackend::copy_rows(Tensor x, const Tensor& src, const Tensor& dst) {
   impl_->forget_norms();
+  cuda::copy_rows(impl_->ctx, x, src, dst);
+}
+void CudaBackend::fill_random(Tensor t, uint64_t seed, float offset, float scale) {
   impl_->forget_norms();
   cuda::fill_random(impl_->ctx, t, seed, offset, scale);
 }
