@@ -633,8 +633,8 @@ __global__ void __launch_bounds__(kGenericThreads) attention_rows_generic(const 
 // increasing order, then the slices are added in slice order (slices = kMergeThreads / (head_dim / kVec)).
 // Each thread issues its partitions' loads 16 at a time, the first 16 before the (m, l) loads (a row at
 // 32K has 128 partitions, 16 per slice of a 128-dim head: all of them), and the partitions' (m, l) pass
-// through shared memory so that l's serial sum reads no global memory. Dynamic shared memory: 2 · n_partitions + kVec ·
-// kMergeThreads floats (merge_smem_bytes).
+// through shared memory so that l's serial sum reads no global memory. Dynamic shared memory:
+// merge_smem_bytes.
 template <int kVec>
 __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const AttentionArgs a) {
   const int head = blockIdx.x, row = blockIdx.y, tid = threadIdx.x, d_max = a.head_dim;
@@ -721,9 +721,16 @@ __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const At
   }
 }
 
-// Shared memory of attention_decode_merge for a grid of n_partitions partitions.
-size_t merge_smem_bytes(int64_t n_partitions, int vec) {
-  return static_cast<size_t>(2 * n_partitions + int64_t{vec} * kMergeThreads) * sizeof(float);
+// The merge's piece width: four dims per thread when the head allows, a function of the shape only (the
+// same summation order for any batch).
+int merge_vec(int head_dim) { return head_dim % 4 == 0 ? 4 : 1; }
+
+// Shared memory of attention_decode_merge for a grid of n_partitions partitions: (m, l) per partition, then
+// the slice sums — slices · head_dim floats, at most vec · kMergeThreads, or one head_dim when a single
+// slice is wider than that (head_dim / vec > kMergeThreads).
+size_t merge_smem_bytes(int64_t n_partitions, int head_dim) {
+  const int64_t vec = merge_vec(head_dim);
+  return static_cast<size_t>(2 * n_partitions + std::max<int64_t>(head_dim, vec * kMergeThreads)) * sizeof(float);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -1056,10 +1063,9 @@ void launch_decode(const Context& c, const AttentionArgs& a, bool tuned) {
   HELIUM_CUDA_CHECK(cudaGetLastError());
   if (c.omit & kOmitMerge) return;
   const dim3 grid(a.n_heads, a.rows);
-  if (a.head_dim % 4 == 0)  // a function of the shape only: the same order for any batch
-    launch(c, attention_decode_merge<4>, grid, kMergeThreads, merge_smem_bytes(a.n_partitions, 4), a);
-  else
-    launch(c, attention_decode_merge<1>, grid, kMergeThreads, merge_smem_bytes(a.n_partitions, 1), a);
+  const size_t smem = merge_smem_bytes(a.n_partitions, a.head_dim);
+  if (merge_vec(a.head_dim) == 4) launch(c, attention_decode_merge<4>, grid, kMergeThreads, smem, a);
+  else launch(c, attention_decode_merge<1>, grid, kMergeThreads, smem, a);
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -1188,7 +1194,7 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
     const int64_t partial_floats = rows * shape.n_heads * parts;
     HELIUM_CUDA_REQUIRE(op, c.attention_scratch != nullptr &&
                                 static_cast<size_t>(partial_floats * (shape.head_dim + 2)) <= c.attention_scratch_floats);
-    HELIUM_CUDA_REQUIRE(op, merge_smem_bytes(parts, 4) <= 48 * 1024);  // merge's shared memory
+    HELIUM_CUDA_REQUIRE(op, merge_smem_bytes(parts, shape.head_dim) <= 48 * 1024);  // merge's shared memory
     a.n_partitions = static_cast<int>(parts);
     // The accumulators first, so that a partition's head_dim floats start 16-byte aligned whatever the row
     // count (the merge reads them four at a time); the (m, l) pairs after them, 8-byte aligned for an even

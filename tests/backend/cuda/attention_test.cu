@@ -476,7 +476,8 @@ TEST_F(CudaAttentionTest, DecodeRingDepthKeepsTheBits) {
 TEST_F(CudaAttentionTest, DecodeGenericShapesMatchReference) {
   uint32_t seed = 100;
   for (const Shape& s : {Shape{2, 2, 24, DType::BF16, 16}, Shape{6, 2, 80, DType::F32, 64}, Shape{6, 2, 16, DType::BF16, 16},
-                         Shape{4, 2, 16, DType::F32, 64}, Shape{16, 1, 64, DType::BF16, 16}}) {
+                         Shape{4, 2, 16, DType::F32, 64}, Shape{16, 1, 64, DType::BF16, 16},
+                         Shape{4, 2, 18, DType::F32, 16}}) {  // 18: the merge one dim per thread
     PagedCache c(s, 12000 / s.page_size + 64, seed++);
     Rows rows;
     for (int context : {1, 7, 256, 700, 5000}) rows.add(c.add_sequence(context), context);
