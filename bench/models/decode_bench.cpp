@@ -155,9 +155,8 @@ struct Runner {
     return seq;
   }
   // Greedy-decodes `tokens` more tokens of each of `seqs` together (one row each per step), starting from
-  // `first` (each sequence's token after its prefill).
-  Status decode_batch(const std::vector<int32_t>& seqs, std::vector<int32_t> first, int64_t tokens) {
-    std::vector<int32_t>& next_rows = first;
+  // `next_rows` (each sequence's token after its prefill; each step's argmax is written back into it).
+  Status decode_batch(const std::vector<int32_t>& seqs, std::vector<int32_t> next_rows, int64_t tokens) {
     for (int64_t i = 0; i < tokens; ++i) {
       Batch b;
       for (size_t s = 0; s < seqs.size(); ++s)
