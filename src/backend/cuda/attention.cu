@@ -82,6 +82,7 @@ struct AttentionArgs {
   bool evict_first;           // decode: keys and values loaded with the L2 evict_first policy
   bool early_kv;              // decode: keys this step does not write are loaded before pdl_wait (Context)
   bool no_math;               // diagnostic (HELIUM_CUDA_OMIT=attn_math): decode streams K/V, computes nothing
+  L2Prefetch prefetch;        // decode: pulled into the L2 by the partition blocks as they start (for the next op)
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -273,6 +274,9 @@ template <typename T, int kHeadDim, int kGroup, int kStages>
 __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     attention_decode_partition(const AttentionArgs a) {
   pdl_launch_dependents();  // the next kernel may start its own independent loads
+  if (threadIdx.x < 32)  // the next op's weights, while this kernel is bound by latency more than bandwidth
+    l2_prefetch_share(a.prefetch, blockIdx.x + int64_t{gridDim.x} * (blockIdx.y + int64_t{gridDim.y} * blockIdx.z),
+                      int64_t{gridDim.x} * gridDim.y * gridDim.z);
   using Tr = DecodeTraits<T, kHeadDim, kGroup, kStages>;
   extern __shared__ __align__(16) uint8_t smem[];
   T* s_ring = reinterpret_cast<T*>(smem);                               // [stages][chunk keys][head_dim]
@@ -1126,7 +1130,8 @@ size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, i
 }
 
 void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-               const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out) {
+               const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out,
+               const L2Prefetch& during) {
   constexpr const char* op = "attention";
   HELIUM_CUDA_REQUIRE(op, shape.n_heads > 0 && shape.n_kv_heads > 0 && shape.n_heads % shape.n_kv_heads == 0);
   HELIUM_CUDA_REQUIRE(op, shape.head_dim > 0 && shape.head_dim <= kGenericMaxHeadDim);
@@ -1190,6 +1195,7 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
     a.evict_first = c.kv_evict_first;
     a.early_kv = c.attention_early_kv;
     a.no_math = (c.omit & kOmitAttnMath) != 0;
+    a.prefetch = during;  // the tuned partition kernel's (the generic one's blocks do not prefetch)
     const int64_t parts = max_partition_count(layout.max_keys, a.small_end, a.medium_end);
     const int64_t partial_floats = rows * shape.n_heads * parts;
     HELIUM_CUDA_REQUIRE(op, c.attention_scratch != nullptr &&
