@@ -285,12 +285,8 @@ void DenseTransformer::attention_block(const DenseLayerWeights& w, const LayerKv
                                  vector_of(write_slots_, rows), kv.k, kv.v);
   AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
   Tensor attn_out = rows_of(attn_out_, rows);
-  backend_.prefetch(w.o_proj);  // the hints name the weight of the op after the next (Backend::prefetch)
   backend_.attention(q, kv.k, kv.v, shape, layout, attn_out);
-  if (w.gate_up_proj.rank != 0) {
-    backend_.prepare_norm(x, w.post_attention_norm, false);  // for swiglu_mlp_add
-    backend_.prefetch(w.gate_up_proj, 2);
-  }
+  if (w.gate_up_proj.rank != 0) backend_.prepare_norm(x, w.post_attention_norm, false);  // for swiglu_mlp_add
   backend_.matmul_add(attn_out, w.o_proj, w.o_bias, xn, x);
 }
 
@@ -299,10 +295,7 @@ void DenseTransformer::mlp_block(const DenseLayerWeights& w, const DenseLayerWei
   Tensor x = rows_of(x_, rows), xn = rows_of(xn_, rows);
   Tensor gate = rows_of(gate_, rows), up = rows_of(up_, rows);
   if (w.gate_up_proj.rank != 0) {
-    if (next != nullptr && next->qkv_proj.rank != 0) {
-      backend_.prepare_norm(x, next->input_norm, false);
-      backend_.prefetch(next->qkv_proj);
-    }
+    if (next != nullptr && next->qkv_proj.rank != 0) backend_.prepare_norm(x, next->input_norm, false);
     backend_.swiglu_mlp_add(x, w.post_attention_norm, c.rms_norm_eps, false, xn, w.gate_up_proj, w.gate_up_bias, gate,
                             up, w.down_proj, w.down_bias);
     return;

@@ -70,18 +70,6 @@ static Status read_switch(const char* variable, std::string_view on, std::string
   return Status::ok();
 }
 
-// A byte count from the environment in whole MiB (0..4096); unset or empty leaves `bytes` as it is.
-static Status read_megabytes(const char* variable, int64_t& bytes) {
-  const char* env = std::getenv(variable);
-  if (env == nullptr || *env == '\0') return Status::ok();
-  char* end = nullptr;
-  const long mb = std::strtol(env, &end, 10);
-  if (*end != '\0' || mb < 0 || mb > 4096)
-    return Status::error(std::string(variable) + " must be a whole number of MiB, 0..4096, not '" + env + "'");
-  bytes = int64_t{mb} << 20;
-  return Status::ok();
-}
-
 // The L2 policies of what a decode step reads once: the decode matmul's weights (Context::stream_evict_first,
 // HELIUM_CUDA_STREAM_POLICY) and decode attention's keys and values (kv_evict_first, HELIUM_CUDA_KV_POLICY),
 // each "first" (the default) or "normal" (no hint: the loads of earlier sessions). On the H200 (Qwen3-8B
@@ -172,9 +160,6 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
     impl->ctx.x_tile_min_bytes = int64_t{kb} * 1024;
   }
 
-  HELIUM_RETURN_IF_ERROR(read_megabytes("HELIUM_CUDA_PREFETCH_ATTN_MB", impl->ctx.prefetch_attention_bytes));
-  HELIUM_RETURN_IF_ERROR(read_megabytes("HELIUM_CUDA_PREFETCH_TAIL_MB", impl->ctx.prefetch_tail_bytes));
-
   std::unique_ptr<CudaBackend> backend(new CudaBackend(std::move(impl)));
   Impl& m = *backend->impl_;
   auto reserve = [&](size_t bytes, const char* what) -> Result<void*> {
@@ -186,11 +171,13 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_ASSIGN_OR_RETURN(m.ctx.lt_workspace, reserve(o.cublas_workspace_bytes, "cuBLASLt workspace"));
   m.ctx.lt_workspace_bytes = o.cublas_workspace_bytes;
   if (const char* parts = std::getenv("HELIUM_CUDA_ATTN_PARTITIONS"); parts != nullptr && *parts) {
-    int small_end = 0, medium_end = 0;
-    if (std::sscanf(parts, "%d,%d", &small_end, &medium_end) != 2 || small_end < 0 || medium_end < small_end)
-      return Status::error("HELIUM_CUDA_ATTN_PARTITIONS must be 'small_end,medium_end' (keys, 0 <= small <= medium)");
-    m.ctx.attention_small_end = small_end;
-    m.ctx.attention_medium_end = medium_end;
+    cuda::PartitionTiers t;
+    char end = 0;
+    if (std::sscanf(parts, "%d,%d,%d%c", &t.small_end, &t.medium_end, &t.large_end, &end) != 3 || t.small_end < 0 ||
+        t.medium_end < t.small_end || t.large_end < t.medium_end)
+      return Status::error(
+          "HELIUM_CUDA_ATTN_PARTITIONS must be 'small_end,medium_end,large_end' (keys, 0 <= small <= medium <= large)");
+    m.ctx.attention_tiers = t;
   }
   // Decode attention's K/V ring depth: chosen per launch by the grid (attention.cu) unless
   // HELIUM_CUDA_ATTN_STAGES=3|4 forces it (for comparisons).
@@ -200,7 +187,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
     m.ctx.attention_stages = v == "3" ? 3 : 4;
   }
   m.ctx.attention_scratch_floats = cuda::attention_scratch_floats(o.max_rows, o.max_heads, o.max_head_dim, o.max_context,
-                                                                  m.ctx.attention_small_end, m.ctx.attention_medium_end);
+                                                                  m.ctx.attention_tiers);
   HELIUM_ASSIGN_OR_RETURN(void* att, reserve(m.ctx.attention_scratch_floats * sizeof(float), "attention scratch"));
   m.ctx.attention_scratch = static_cast<float*>(att);
   m.ctx.argmax_capacity = std::max(o.max_rows, kMaxDecodeRows);
@@ -280,7 +267,7 @@ Result<Tensor> CudaBackend::import_weight(const Tensor& host) {
 }
 
 void CudaBackend::copy_to_device(Tensor dst, const void* host) {
-  impl_->forget_hints();
+  impl_->forget_norms();
   const size_t bytes = dst.bytes();
   if (bytes == 0) return;
   uint8_t* staged = impl_->stage(bytes);
@@ -316,7 +303,7 @@ bool CudaBackend::supports_graphs() const {
 }
 
 void CudaBackend::begin_capture() {
-  impl_->forget_hints();
+  impl_->forget_norms();
   HELIUM_CUDA_CHECK(cudaStreamBeginCapture(impl_->ctx.stream, cudaStreamCaptureModeThreadLocal));
 }
 
@@ -331,11 +318,11 @@ Result<std::unique_ptr<OpGraph>> CudaBackend::end_capture() {
 }
 
 void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
-  impl_->forget_hints();
+  impl_->forget_norms();
   cuda::embedding(impl_->ctx, table, ids, out);
 }
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) {
-  impl_->forget_hints();
+  impl_->forget_norms();
   cuda::matmul(impl_->ctx, x, w, bias, y);
 }
 
@@ -345,22 +332,16 @@ void CudaBackend::prepare_norm(const Tensor& x, const Tensor& norm_w, bool zero_
   impl_->pending_norm = {x.data, norm_w, zero_centred};
 }
 
-// Sets the hint only, for the next op (attention and the decode matmuls' residual adds take it).
-void CudaBackend::prefetch(const Tensor& w, int stacked) {
-  impl_->pending_prefetch = {w, stacked};
-}
-
 void CudaBackend::matmul_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor scratch, Tensor y) {
   cuda::NormHandoff slot;
   const cuda::NormHandoff* next = impl_->take_pending(y, slot);
-  const cuda::L2Prefetch after = impl_->take_prefetch(impl_->ctx.prefetch_tail_bytes);
-  impl_->forget_hints();
+  impl_->forget_norms();
   if (impl_->ctx.omit & cuda::kOmitO) return;
-  if (cuda::matmul_add(impl_->ctx, x, w, bias, scratch, y, next, after)) impl_->wrote(y, slot);
+  if (cuda::matmul_add(impl_->ctx, x, w, bias, scratch, y, next)) impl_->wrote(y, slot);
 }
 
 void CudaBackend::matmul_split(const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) {
-  impl_->forget_hints();
+  impl_->forget_norms();
   cuda::matmul_split(impl_->ctx, x, w, bias, ys);
 }
 void CudaBackend::rms_norm_matmul_split(const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
@@ -368,14 +349,14 @@ void CudaBackend::rms_norm_matmul_split(const Tensor& x, const Tensor& norm_w, f
                                         std::span<const Tensor> ys) {
   cuda::NormHandoff handoff;
   const cuda::NormHandoff* pre = impl_->take_ready(x, norm_w, zero_centred, handoff);
-  impl_->forget_hints();
+  impl_->forget_norms();
   const unsigned which = ys.size() == 3 ? cuda::kOmitQkv : ys.size() == 2 ? cuda::kOmitGateUp : cuda::kOmitLmHead;
   if (impl_->ctx.omit & which) return;
   cuda::rms_norm_matmul_split(impl_->ctx, x, norm_w, eps, zero_centred, xn_scratch, w, bias, ys, pre);
 }
 void CudaBackend::swiglu_matmul_add(Tensor gate, const Tensor& up, const Tensor& w, const Tensor& bias, Tensor scratch,
                                     Tensor y) {
-  impl_->forget_hints();
+  impl_->forget_norms();
   if (impl_->ctx.omit & cuda::kOmitDown) return;
   cuda::swiglu_matmul_add(impl_->ctx, gate, up, w, bias, scratch, y);
 }
@@ -390,8 +371,7 @@ void CudaBackend::swiglu_mlp_add(Tensor x, const Tensor& norm_w, float eps, bool
   cuda::NormHandoff pre_slot, next_slot;
   const cuda::NormHandoff* pre = impl_->take_ready(x, norm_w, zero_centred, pre_slot);
   const cuda::NormHandoff* next = impl_->take_pending(x, next_slot);
-  const cuda::L2Prefetch after = impl_->take_prefetch(impl_->ctx.prefetch_tail_bytes);
-  impl_->forget_hints();
+  impl_->forget_norms();
   if (!impl_->ctx.swiglu_store || (impl_->ctx.omit & (cuda::kOmitGateUp | cuda::kOmitDown)) != 0 ||
       !cuda::rms_norm_matmul_swiglu_fusable(x, w_gate_up)) {
     Backend::swiglu_mlp_add(x, norm_w, eps, zero_centred, xn_scratch, w_gate_up, gate_up_bias, gate, up, w_down,
@@ -400,7 +380,7 @@ void CudaBackend::swiglu_mlp_add(Tensor x, const Tensor& norm_w, float eps, bool
   }
   bool wrote_next = false;
   if (cuda::rms_norm_swiglu_mlp_add(impl_->ctx, x, norm_w, eps, zero_centred, w_gate_up, gate_up_bias, gate, w_down,
-                                    down_bias, pre, next, &wrote_next, after)) {
+                                    down_bias, pre, next, &wrote_next)) {
     if (wrote_next) impl_->wrote(x, next_slot);
     return;
   }
@@ -411,74 +391,56 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor q, Tensor k, const Tensor& v, con
                                         float eps, int n_heads, int n_kv_heads, const Tensor& positions,
                                         const Tensor& inv_freq, const RopeParams& rope, const Tensor& slots,
                                         Tensor k_cache, Tensor v_cache) {
-  impl_->forget_hints();
+  impl_->forget_norms();
   if (impl_->ctx.omit & cuda::kOmitPrologue) return;
   cuda::qk_norm_rope_kv_write(impl_->ctx, q, k, v, q_norm, k_norm, eps, n_heads, n_kv_heads, positions, inv_freq, rope,
                               slots, k_cache, v_cache);
 }
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, bool zero_centred, Tensor y) {
-  impl_->forget_hints();
+  impl_->forget_norms();
   cuda::rms_norm(impl_->ctx, x, w, eps, zero_centred, y);
 }
 void CudaBackend::rope(Tensor x, int heads, const Tensor& positions, const Tensor& inv_freq, const RopeParams& params) {
-  impl_->forget_hints();
+  impl_->forget_norms();
   cuda::rope(impl_->ctx, x, heads, positions, inv_freq, params);
 }
 void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor k_cache, Tensor v_cache) {
-  impl_->forget_hints();
+  impl_->forget_norms();
   cuda::kv_write(impl_->ctx, k, v, slots, k_cache, v_cache);
 }
 void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionShape& shape,
                             const AttentionLayout& layout, Tensor out) {
-  const cuda::L2Prefetch during = impl_->take_prefetch(impl_->ctx.prefetch_attention_bytes);
-  impl_->forget_hints();
-  cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out, during);
+  impl_->forget_norms();
+  cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out);
 }
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
-  impl_->forget_hints();
+  impl_->forget_norms();
   cuda::swiglu(impl_->ctx, gate, up, out);
 }
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor out) {
-  impl_->forget_hints();
+  impl_->forget_norms();
   cuda::add(impl_->ctx, a, b, out);
 }
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& index, Tensor out) {
-  impl_->forget_hints();
+  impl_->forget_norms();
   cuda::gather_rows(impl_->ctx, x, index, out);
 }
 void CudaBackend::argmax_rows(const Tensor& x, Tensor out) {
-  impl_->forget_hints();
+  impl_->forget_norms();
   cuda::argmax_rows(impl_->ctx, x, out);
 }
 void CudaBackend::select_candidates(const Tensor& logits, const Tensor& temperatures, const Tensor& top_k, Tensor x,
                                     Tensor ids, Tensor count, Tensor valid, Tensor totals) {
-  impl_->forget_hints();
+  impl_->forget_norms();
   cuda::select_candidates(impl_->ctx, logits, temperatures, top_k, x, ids, count, valid, totals);
 }
 void CudaBackend::copy_rows(Tensor x, const Tensor& src, const Tensor& dst) {
-  impl_->forget_hints();
+  impl_->forget_norms();
   cuda::copy_rows(impl_->ctx, x, src, dst);
 }
 void CudaBackend::fill_random(Tensor t, uint64_t seed, float offset, float scale) {
-  impl_->forget_hints();
+  impl_->forget_norms();
   cuda::fill_random(impl_->ctx, t, seed, offset, scale);
 }
 
-namespace cuda {
-
-L2Prefetch l2_prefetch_of(const Tensor& w, int stacked, int64_t cap) {
-  L2Prefetch pf;
-  if (w.data == nullptr || cap <= 0 || (stacked != 1 && stacked != 2)) return pf;
-  const int64_t part = static_cast<int64_t>(w.bytes()) / stacked;
-  const int64_t each = std::min(part, cap / stacked) / 16 * 16;
-  for (int i = 0; i < stacked; ++i) {
-    const char* start = static_cast<const char*>(w.data) + i * part;
-    if (reinterpret_cast<uintptr_t>(start) % 16 != 0) return {};  // bulk prefetches take 16-byte aligned ranges
-    pf.data[i] = start;
-    pf.bytes[i] = each;
-  }
-  return pf;
-}
-
-}  // namespace cuda
 }  // namespace helium

@@ -73,10 +73,9 @@ struct Context {
   bool pdl = false;
   int max_rows = 0;
   int64_t max_context = 0;
-  // Decode attention's partition thresholds (attention_partitions.h); HELIUM_CUDA_ATTN_PARTITIONS=a,b
-  // overrides them at backend creation (0,0: 256-key partitions everywhere), for comparisons.
-  int attention_small_end = kDefaultPartitionSmallEnd;
-  int attention_medium_end = kDefaultPartitionMediumEnd;
+  // Decode attention's partition thresholds (attention_partitions.h); HELIUM_CUDA_ATTN_PARTITIONS=a,b,c
+  // overrides them at backend creation (0,0,0: 512-key partitions everywhere), for comparisons.
+  PartitionTiers attention_tiers;
   // Depth of decode attention's K/V ring in 16 KB stages: 4 (three blocks per multiprocessor, more bytes in
   // flight per block) or 3 (four blocks); 0 chooses by the grid (attention.cu, launch_decode_partition).
   // HELIUM_CUDA_ATTN_STAGES=3|4 forces one, for comparisons. The outputs are the same bits either way.
@@ -114,12 +113,6 @@ struct Context {
   bool swiglu_store = true;
   // The smallest x tile of the decode matmul in bytes (HELIUM_CUDA_XTILE_KB, for comparisons; 0: 16 KB).
   int64_t x_tile_min_bytes = 0;
-  // L2 prefetches between decode ops (Backend::prefetch, L2Prefetch): the most bytes of a hinted weight that
-  // decode attention pulls into the L2 while it runs (for o_proj after it), and that a tensor-core decode
-  // matmul's blocks pull once they have issued their last weights (for the next matmul). 0: none.
-  // HELIUM_CUDA_PREFETCH_ATTN_MB / HELIUM_CUDA_PREFETCH_TAIL_MB override them, for comparisons.
-  int64_t prefetch_attention_bytes = 0;
-  int64_t prefetch_tail_bytes = 0;
   // Prefill matmuls stage x once per fused op (norm or SwiGLU applied while rounding it for cuBLASLt, the
   // residual added in the GEMM's epilogue) unless HELIUM_CUDA_PREFILL_FUSED=off (matmul.cu, prefill_fused).
   bool prefill_fused = true;
@@ -175,43 +168,6 @@ inline int64_t cols_of(const Tensor& t) { return t.rank == 0 ? 0 : t.shape[t.ran
 void embedding(const Context& c, const Tensor& table, const Tensor& ids, const Tensor& out);
 void matmul(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
 void matmul_split(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys);
-// Weight ranges a decode kernel pulls into the L2 for a later kernel (Backend::prefetch): the start of
-// each, split evenly over the kernel's blocks, one warp of each issuing 4 KB bulk prefetches (sm_90; none
-// before). Two ranges for a stacked gate/up weight, read from the start of both halves. Performance only:
-// nothing waits for them, and the reader loads the same bytes either way.
-struct L2Prefetch {
-  const void* data[2] = {nullptr, nullptr};
-  int64_t bytes[2] = {0, 0};  // multiples of 16
-  __host__ __device__ bool empty() const { return bytes[0] == 0 && bytes[1] == 0; }
-};
-// The first `cap` bytes of w read by an op that walks its `stacked` equal row blocks side by side (1 or 2).
-L2Prefetch l2_prefetch_of(const Tensor& w, int stacked, int64_t cap);
-
-// Block `block` of `blocks` issues its share of pf; called by one whole warp.
-__device__ __forceinline__ void l2_prefetch_share(const L2Prefetch& pf, int64_t block, int64_t blocks) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int64_t kPiece = 4096;
-  const int lane = static_cast<int>(threadIdx.x & 31);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int64_t bytes = pf.bytes[r];
-    if (bytes == 0) continue;
-    const int64_t share = ((bytes + blocks - 1) / blocks + kPiece - 1) / kPiece * kPiece;
-    const int64_t end = min(bytes, (block + 1) * share);
-    for (int64_t off = block * share + lane * kPiece; off < end; off += 32 * kPiece) {
-      const uint32_t size = static_cast<uint32_t>(min(kPiece, end - off));
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char*>(pf.data[r]) + off),
-                   "r"(size)
-                   : "memory");
-    }
-  }
-#else
-  (void)pf;
-  (void)block;
-  (void)blocks;
-#endif
-}
-
 // A norm handoff between two decode matmuls on the tensor-core kernel (Backend::prepare_norm): the op that
 // adds into the residual stream x (matmul_add, the MLP's down) also writes what the next op's RMSNorm
 // matmul needs — the BF16 split of x · w' (w' the norm's weight, 1 + w when zero-centred) and each 16
@@ -230,9 +186,8 @@ struct NormHandoff {
 NormHandoff norm_handoff_slot(const Context& c, int64_t rows, int64_t n);
 // With next (a slot of norm_handoff_slot), also writes the handoff for x = y; true when it did (decode rows
 // on the tensor-core kernel with a BF16 w), false when y holds only the sum.
-// after: what the decode kernel's blocks prefetch once they have issued their weights (for the op after).
 bool matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
-                const Tensor& y, const NormHandoff* next = nullptr, const L2Prefetch& after = {});
+                const Tensor& y, const NormHandoff* next = nullptr);
 void rms_norm(const Context& c, const Tensor& x, const Tensor& w, float eps, bool zero_centred, const Tensor& y);
 // The fused forms of Backend (backend.h): bitwise their unfused sequences, except with a handoff (pre: the
 // one matmul_add or rms_norm_swiglu_mlp_add wrote for this x and norm_w).
@@ -253,13 +208,11 @@ void rms_norm_matmul_swiglu(const Context& c, const Tensor& x, const Tensor& nor
 // rms_norm_matmul_swiglu then matmul_add). False, with nothing enqueued, when either weight or the rows do
 // not take that kernel.
 // pre: gate/up reads this handoff instead of normalising x; next: down also writes one (*wrote_next says
-// whether it did). With Context::prefetch_tail_bytes, gate/up's blocks prefetch the start of w_down; down's
-// prefetch `after` (for the op after this one).
+// whether it did).
 bool rms_norm_swiglu_mlp_add(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
                              const Tensor& w_gate_up, const Tensor& gate_up_bias, const Tensor& act, const Tensor& w_down,
                              const Tensor& down_bias, const NormHandoff* pre = nullptr,
-                             const NormHandoff* next = nullptr, bool* wrote_next = nullptr,
-                             const L2Prefetch& after = {});
+                             const NormHandoff* next = nullptr, bool* wrote_next = nullptr);
 void qk_norm_rope_kv_write(const Context& c, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                            const Tensor& k_norm, float eps, int n_heads, int n_kv_heads, const Tensor& positions,
                            const Tensor& inv_freq, const RopeParams& rope, const Tensor& slots, const Tensor& k_cache,
@@ -268,10 +221,8 @@ void rope(const Context& c, const Tensor& x, int heads, const Tensor& positions,
           const RopeParams& params);
 void kv_write(const Context& c, const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_cache,
               const Tensor& v_cache);
-// during: what decode attention's partition blocks prefetch as they start (for the op after it).
 void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-               const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out,
-               const L2Prefetch& during = {});
+               const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out);
 void swiglu(const Context& c, const Tensor& gate, const Tensor& up, const Tensor& out);
 void add(const Context& c, const Tensor& a, const Tensor& b, const Tensor& out);
 void gather_rows(const Context& c, const Tensor& x, const Tensor& index, const Tensor& out);
@@ -293,7 +244,7 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
 
 // Scratch the attention kernels need for a configuration; CudaBackend reserves the maximum at creation.
 size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context,
-                                int small_end = kDefaultPartitionSmallEnd, int medium_end = kDefaultPartitionMediumEnd);
+                                const PartitionTiers& tiers = {});
 
 // ---- matmul (matmul.cu) ----
 // Bytes of Context::matmul_scratch the matmuls need, and of one decode split region: matmul_scratch.h.

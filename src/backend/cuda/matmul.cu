@@ -205,7 +205,6 @@ struct DecodeParams {
   const float* row_sq;  // consumer: the producer's next_sq, (rows, sq_blocks); null otherwise
   int64_t sq_blocks;
   unsigned long long* trace;  // Context::matmul_trace, or null
-  L2Prefetch prefetch;        // tensor-core kernel: pulled into the L2 once a block has issued its weights
 };
 
 // prior: the output's value before this op when accumulating (read earlier by the caller), else it is read here.
@@ -689,21 +688,12 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
   };
 
   Cursor issue = at_item(static_cast<int>(blockIdx.x)), work = issue;
-  // Once the block's last weights are issued, warp 0 pulls its share of p.prefetch (the next matmul's first
-  // weights) into the L2: the memory stays busy while the grid's last items finish and the next kernel starts.
-  bool prefetched = p.prefetch.empty();
-  auto prefetch_when_done = [&](const Cursor& c) {
-    if (prefetched || c.item < items) return;
-    prefetched = true;
-    if (kw == 0) l2_prefetch_share(p.prefetch, blockIdx.x, gridDim.x);
-  };
   {
     Cursor c = issue;
     for (int u = 0; u < S - 1; ++u, advance(c)) {
       issue_weights(c, u);
       copy_async_commit();
     }
-    prefetch_when_done(c);
   }
   trace_stamp(p, 1);
   if (p.early_trigger) pdl_launch_dependents();
@@ -743,7 +733,6 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     issue_x(issue, issue_slot);
     copy_async_commit();
     advance(issue);
-    prefetch_when_done(issue);
     issue_slot = issue_slot + 1 == S ? 0 : issue_slot + 1;
     copy_async_wait_group<S - 1>();
     __syncwarp();
@@ -1222,7 +1211,7 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
                    const MatmulShape& shape, const MatmulDecodeConfig& cfg, bool accumulate = false,
                    const XInput& xin = {}, const Tensor& act = Tensor(), __nv_bfloat16* act_split = nullptr,
                    const __nv_bfloat16* presplit = nullptr, const NormHandoff* next = nullptr,
-                   const NormHandoff* pre = nullptr, const L2Prefetch& prefetch = {}) {
+                   const NormHandoff* pre = nullptr) {
   HELIUM_CUDA_REQUIRE("matmul", matmul_decode_config_valid(cfg, w.dtype));
   const bool handoff = next != nullptr || pre != nullptr;
   if (cfg.mma_stages > 0 && !mma_operands_ok(w, shape.k)) {  // a misaligned weight view: the FMA kernel
@@ -1268,7 +1257,6 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
   if (cfg.mma_stages > 0) {
     p.evict_first = c.stream_evict_first && c.mma_evict_first;
     p.act_split = act_split;
-    p.prefetch = prefetch;
     if (next != nullptr) {  // the producer of a norm handoff: the residual add, one output
       HELIUM_CUDA_REQUIRE("matmul", !pairs && accumulate && ys.size() == 1 && next->split != nullptr &&
                                         next->sq != nullptr && next->norm_w.numel() == shape.n);
@@ -1655,7 +1643,7 @@ void matmul(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bi
 // Decode rows: the residual add happens in the kernel's store (y read, added, written: the bits of a
 // separate add); other rows: matmul into scratch, then add.
 bool matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
-                const Tensor& y, const NormHandoff* next, const L2Prefetch& after) {
+                const Tensor& y, const NormHandoff* next) {
   const MatmulShape shape = check_operands("matmul_add", x, w, bias, y);
   if (shape.rows == 0 || shape.n == 0) return false;
   if (shape.rows > kMaxDecodeRows || !decode_vector_loads_ok(x, w, shape.k)) {
@@ -1668,7 +1656,7 @@ bool matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor
   const MatmulDecodeConfig cfg = decode_config_for(c, shape, w.dtype);
   const bool handoff = next != nullptr && next->split != nullptr && cfg.mma_stages > 0 && mma_operands_ok(w, shape.k);
   launch_decode(c, x, w, bias, std::span<const Tensor>(&y, 1), shape, cfg, /*accumulate=*/true, {}, Tensor(), nullptr,
-                nullptr, handoff ? next : nullptr, nullptr, after);
+                nullptr, handoff ? next : nullptr);
   return handoff;
 }
 
@@ -1771,7 +1759,7 @@ void rms_norm_matmul_swiglu(const Context& c, const Tensor& x, const Tensor& nor
 bool rms_norm_swiglu_mlp_add(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
                              const Tensor& w_gate_up, const Tensor& gate_up_bias, const Tensor& act, const Tensor& w_down,
                              const Tensor& down_bias, const NormHandoff* pre, const NormHandoff* next,
-                             bool* wrote_next, const L2Prefetch& after) {
+                             bool* wrote_next) {
   if (wrote_next != nullptr) *wrote_next = false;
   if (!rms_norm_matmul_swiglu_fusable(x, w_gate_up) || w_down.rank != 2 || norm_w.numel() != w_gate_up.dim(1)) return false;
   const MatmulShape up_shape = check_inputs("rms_norm_swiglu_mlp_add", x, w_gate_up, gate_up_bias);
@@ -1789,11 +1777,10 @@ bool rms_norm_swiglu_mlp_add(const Context& c, const Tensor& x, const Tensor& no
                           c.matmul_scratch_bytes >= offset + static_cast<size_t>(down_shape.rows * down_shape.k) * 4);
   auto* act_split = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(c.matmul_scratch) + offset);
   launch_decode(c, x, w_gate_up, gate_up_bias, {}, up_shape, up_cfg, false, rms_norm_input(norm_w, eps, zero_centred), act,
-                act_split, nullptr, nullptr, pre != nullptr && pre->split != nullptr ? pre : nullptr,
-                l2_prefetch_of(w_down, 1, c.prefetch_tail_bytes));
+                act_split, nullptr, nullptr, pre != nullptr && pre->split != nullptr ? pre : nullptr);
   const bool handoff = next != nullptr && next->split != nullptr;
   launch_decode(c, act, w_down, down_bias, std::span<const Tensor>(&x, 1), down_shape, down_cfg, /*accumulate=*/true, {},
-                Tensor(), nullptr, act_split, handoff ? next : nullptr, nullptr, after);
+                Tensor(), nullptr, act_split, handoff ? next : nullptr);
   if (wrote_next != nullptr) *wrote_next = handoff;
   return true;
 }
