@@ -3,8 +3,10 @@
 //
 //  - Decode / verify (rows <= kMaxDecodeRows): split-KV. A row's keys are cut into partitions of P
 //    logical positions aligned to position 0 ([0, P), [P, 2P), ...), P a function of the row's own key
-//    count (attention_partitions.h: 64, 128, 256 or 512 by Context::attention_tiers), so that short
-//    contexts still spread over many blocks and long ones keep few partials. One block
+//    count (attention_partitions.h: 64 up to Context::attention_small_end keys, 128 up to
+//    attention_medium_end, 256 beyond), so that short contexts still spread over many blocks and long
+//    ones keep few partials.
+//    One block
 //    reduces one partition of one row for one GQA group of query heads into (m, l, acc) partials in
 //    Context::attention_scratch; a merge kernel then combines a row's partitions in increasing order.
 //    Batch and tree invariance (DESIGN.md invariant 2): every sum is taken in an order that depends only on
@@ -46,10 +48,9 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-// Positions per split-KV partition: at most kMaxPartitionKeys, fewer for short rows (partition_keys,
-// attention_partitions.h); the tuned kernel scores kSegmentKeys of them at a time. The generic prefill
-// kernel walks a row in pieces of kGenericRowKeys.
-constexpr int kGenericRowKeys = 256;
+// Positions per split-KV partition: at most kDecodePartitionKeys (shared memory is sized for it), fewer
+// for short rows (partition_keys, attention_partitions.h).
+constexpr int kDecodePartitionKeys = kMaxPartitionKeys;
 constexpr int kDecodeThreads = 128;
 constexpr int kDecodeStages = 4;             // cp.async ring depth of the decode kernel (default; 3: Context)
 constexpr int kDecodeStageBytes = 16 << 10;  // bytes of one ring stage
@@ -77,7 +78,7 @@ struct AttentionArgs {
   int64_t cache_slots;
   int max_keys;      // a row with more keys traps (decode: the grid covers max_keys positions)
   int n_partitions;  // decode: partitions per row (gridDim.y of the tuned partition kernel, .x of the generic)
-  PartitionTiers tiers;       // partition_keys' thresholds (Context)
+  int small_end, medium_end;  // partition_keys' thresholds (Context)
   bool evict_first;           // decode: keys and values loaded with the L2 evict_first policy
   bool early_kv;              // decode: keys this step does not write are loaded before pdl_wait (Context)
   bool no_math;               // diagnostic (HELIUM_CUDA_OMIT=attn_math): decode streams K/V, computes nothing
@@ -226,18 +227,13 @@ __device__ __forceinline__ float warp_sum(float v) {
 // Thread layout: a key's head vector (head_dim elements) is split over kLanesPerKey lanes, each owning
 // kElems elements in kLoads 16-byte pieces interleaved across the lanes (piece v of lane k = piece
 // v * kLanesPerKey + k of the vector, so a warp reads contiguous bytes). The block's kKeySlots lane groups
-// take keys slot, slot + kKeySlots, ... of each chunk. A partition runs as segments of up to kSegmentKeys
-// keys (one for P <= 256, two for P = 512), and K and V stream through a cp.async ring of kStages chunks
-// (each segment's K chunks, then its V chunks, the ring running on from one segment into the next), so up
-// to kStages x 16 KB per block are in flight however few registers the compute needs (3 or 4 stages:
-// launch_decode_partition).
+// take keys slot, slot + kKeySlots, ... of each chunk. K and V of the partition stream through a cp.async
+// ring of kStages chunks (all K chunks, then all V chunks), so up to kStages x 16 KB per block are in
+// flight however few registers the compute needs (3 or 4 stages: launch_decode_partition).
 //
 // Sums, all fixed by (head_dim, kGroup, dtype) and the key's position in the partition:
 //   score: each lane's kElems products in element order, then transpose_reduce over the key's lanes;
-//   max / exp / l: per head and segment, lane i of a warp takes the segment's keys i, i + 32, ... in order,
-//   then a butterfly; the running max m = max(m, segment max), p = exp(s - m), and l and the accumulators
-//   so far scaled by exp(m_before - m) from the second segment on (the first segment's sums are exactly
-//   those of a one-segment partition);
+//   max / exp / l: per head, lane i of a warp takes keys i, i + 32, ... in order, then a butterfly;
 //   acc: each lane group sums its keys in increasing position, then the kKeySlots groups are summed in
 //   group order through shared memory.
 template <typename T, int kHeadDim, int kGroup, int kRingStages>
@@ -249,8 +245,7 @@ struct DecodeTraits {
   static constexpr int kLanesPerKey = kHeadDim / kElems;
   static constexpr int kKeySlots = kDecodeThreads / kLanesPerKey;
   static constexpr int kRowBytes = kHeadDim * static_cast<int>(sizeof(T));
-  static constexpr int kChunkKeys = std::min(kSegmentKeys, kDecodeStageBytes / kRowBytes);
-  static constexpr int kSegmentChunks = kSegmentKeys / kChunkKeys;
+  static constexpr int kChunkKeys = std::min(kDecodePartitionKeys, kDecodeStageBytes / kRowBytes);
   // Keys per lane group per reduction step: bounded so that kStepKeys * kGroup partial scores fit in
   // registers beside the kGroup * kElems query values.
   static constexpr int kStepKeys = std::max(1, std::min(kChunkKeys / kKeySlots, 32 / kGroup));
@@ -260,14 +255,14 @@ struct DecodeTraits {
 
   static_assert(kHeadDim % kElems == 0 && kElems % kVec == 0);
   static_assert(kLanesPerKey >= 1 && kLanesPerKey <= 32 && (kLanesPerKey & (kLanesPerKey - 1)) == 0);
-  static_assert(kSegmentKeys % kChunkKeys == 0 && kChunkKeys % (kKeySlots * kStepKeys) == 0);
+  static_assert(kDecodePartitionKeys % kChunkKeys == 0 && kChunkKeys % (kKeySlots * kStepKeys) == 0);
   static_assert(kPiecesPerChunk % kDecodeThreads == 0);
   static_assert(kKeySlots * kGroup * kHeadDim * 4 <= kStages * kDecodeStageBytes);
 
   static constexpr size_t kRingBytes = size_t{kStages} * kDecodeStageBytes;
-  static constexpr size_t kScoreBytes = size_t{kSegmentKeys} * kGroup * 4;
-  static constexpr size_t kSlotBytes = size_t{kMaxPartitionKeys} * 4;  // each key's cache slot (int32)
-  static constexpr size_t kSmemBytes = kRingBytes + kScoreBytes + kSlotBytes + 3 * kGroup * 4;
+  static constexpr size_t kScoreBytes = size_t{kDecodePartitionKeys} * kGroup * 4;
+  static constexpr size_t kSlotBytes = size_t{kDecodePartitionKeys} * 8;
+  static constexpr size_t kSmemBytes = kRingBytes + kScoreBytes + kSlotBytes + 2 * kGroup * 4;
 };
 
 // Resident blocks per multiprocessor: 3 with the 4-stage ring (about 70 KB of shared memory each), 4 with
@@ -282,11 +277,10 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
   extern __shared__ __align__(16) uint8_t smem[];
   T* s_ring = reinterpret_cast<T*>(smem);                               // [stages][chunk keys][head_dim]
   float* s_red = reinterpret_cast<float*>(smem);                        // after the ring is drained
-  float* s_score = reinterpret_cast<float*>(smem + Tr::kRingBytes);     // [segment key][kGroup]
-  int32_t* s_slot = reinterpret_cast<int32_t*>(smem + Tr::kRingBytes + Tr::kScoreBytes);  // [key]
+  float* s_score = reinterpret_cast<float*>(smem + Tr::kRingBytes);     // [key][kGroup]
+  int64_t* s_offset = reinterpret_cast<int64_t*>(smem + Tr::kRingBytes + Tr::kScoreBytes);  // [key]
   float* s_m = reinterpret_cast<float*>(smem + Tr::kRingBytes + Tr::kScoreBytes + Tr::kSlotBytes);
   float* s_l = s_m + kGroup;
-  float* s_scale = s_l + kGroup;  // exp(m_before - m) of the segment just scored
 
   // Head groups vary fastest in the grid: the blocks resident together read all the KV heads of the same
   // keys, so each key's whole K (and V) row of the cache (n_kv_heads · head_dim values) is fetched at about
@@ -296,15 +290,15 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
   const int kv_head = blockIdx.x / passes;
   const int head0 = kv_head * a.group + (blockIdx.x % passes) * kGroup;
   const RowKeys rk = row_keys(a, row);
-  const int part_keys = partition_keys(rk.n_keys, a.tiers);
+  const int part_keys = partition_keys(rk.n_keys, a.small_end, a.medium_end);
   const int p0 = part * part_keys;
   if (p0 >= rk.n_keys) return;  // past this row's keys: the grid covers layout.max_keys
   const int n = min(part_keys, rk.n_keys - p0);
   const int tid = threadIdx.x;
   const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * kHeadDim;
   // The layout (block tables, lengths, masks, slots) is uploaded before the step: read before the wait.
-  for (int i = tid; i < n; i += kDecodeThreads) s_slot[i] = static_cast<int32_t>(key_slot(a, rk, p0 + i));
-  __syncthreads();  // s_slot
+  for (int i = tid; i < n; i += kDecodeThreads) s_offset[i] = key_slot(a, rk, p0 + i) * kv_dim + kv_head * kHeadDim;
+  __syncthreads();  // s_offset
   // Keys [0, stable) of the partition were written by earlier steps (AttentionLayout: a step writes only the
   // last `rows` positions of a prefix, and tree slots), so with early_kv the first chunks' pieces of them are
   // loaded before the wait, while the previous kernel (the q/k prologue that writes this step's keys) runs.
@@ -312,23 +306,17 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
 
   const int lane_k = tid % Tr::kLanesPerKey, key_group = tid / Tr::kLanesPerKey;
 
-  // The chunk stream: segment s (keys [s · kSegmentKeys, +seg_keys(s))) contributes its K chunks, then its
-  // V chunks; every segment but the last is whole.
-  const int n_segments = (n + kSegmentKeys - 1) / kSegmentKeys;
-  auto seg_keys = [&](int seg) { return min(kSegmentKeys, n - seg * kSegmentKeys); };
-  auto seg_chunks = [&](int seg) { return (seg_keys(seg) + Tr::kChunkKeys - 1) / Tr::kChunkKeys; };
-  const int total_chunks = 2 * ((n_segments - 1) * Tr::kSegmentChunks + seg_chunks(n_segments - 1));
+  const int n_chunks = (n + Tr::kChunkKeys - 1) / Tr::kChunkKeys;
+  const int total_chunks = 2 * n_chunks;  // K chunks, then V chunks
   const uint64_t policy = evict_first_policy();
   // Chunk c's pieces into its ring stage: every piece (kAll), the pieces of keys [0, stable) (kStable), or
   // the others (kFresh: plain L2 loads and shared stores, so that the commit groups stay one per chunk;
   // keys past n are zero-filled).
   enum Pieces { kAll, kStable, kFresh };
   auto issue_chunk = [&](int c, Pieces which) {
-    const int seg = min(c / (2 * Tr::kSegmentChunks), n_segments - 1);
-    const int r = c - seg * 2 * Tr::kSegmentChunks, nk = seg_chunks(seg);
-    const bool is_v = r >= nk;
-    const int key0 = seg * kSegmentKeys + (is_v ? r - nk : r) * Tr::kChunkKeys;
-    const T* cache = static_cast<const T*>(is_v ? a.v_cache : a.k_cache) + kv_head * kHeadDim;
+    const bool is_v = c >= n_chunks;
+    const int key0 = (is_v ? c - n_chunks : c) * Tr::kChunkKeys;
+    const T* cache = static_cast<const T*>(is_v ? a.v_cache : a.k_cache);
     T* stage = s_ring + (c % Tr::kStages) * (kDecodeStageBytes / sizeof(T));
 #pragma unroll
     for (int j = 0; j < Tr::kPiecesPerChunk / kDecodeThreads; ++j) {
@@ -337,7 +325,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
       const int key = key0 + kr;
       if (which != kAll && (key < stable) != (which == kStable)) continue;
       const bool valid = key < n;
-      const T* src = valid ? cache + s_slot[key] * kv_dim + pc * Tr::kVec : cache;
+      const T* src = valid ? cache + s_offset[key] + pc * Tr::kVec : cache;
       T* dst = stage + kr * kHeadDim + pc * Tr::kVec;
       if (which == kFresh) *reinterpret_cast<uint4*>(dst) = valid ? __ldcg(reinterpret_cast<const uint4*>(src)) : uint4{};
       else if (a.evict_first) cp_async_16(dst, src, valid, policy);
@@ -386,124 +374,107 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     return s_ring + (c % Tr::kStages) * (kDecodeStageBytes / sizeof(T));
   };
 
+  // Scores: s_score[i][g] = (q_g · k_i) · scale.
+  for (int c = 0; c < n_chunks; ++c) {
+    const T* stage = begin_chunk(c);
+    if (a.no_math) {
+      __syncthreads();
+      continue;
+    }
+    const int key0 = c * Tr::kChunkKeys;
+#pragma unroll
+    for (int step = 0; step < Tr::kSteps; ++step) {
+      float part_dot[Tr::kStepKeys * kGroup];
+#pragma unroll
+      for (int u = 0; u < Tr::kStepKeys; ++u) {
+        const int kr = (step * Tr::kStepKeys + u) * Tr::kKeySlots + key_group;
+        float kf[Tr::kElems];
+#pragma unroll
+        for (int v = 0; v < Tr::kLoads; ++v) {
+          const uint4 raw =
+              *reinterpret_cast<const uint4*>(stage + kr * kHeadDim + (v * Tr::kLanesPerKey + lane_k) * Tr::kVec);
+          CacheElem<T>::unpack(raw, kf + v * Tr::kVec);
+        }
+#pragma unroll
+        for (int g = 0; g < kGroup; ++g) {
+          float dot = 0.0f;
+#pragma unroll
+          for (int e = 0; e < Tr::kElems; ++e) dot = fmaf(qf[g][e], kf[e], dot);
+          part_dot[u * kGroup + g] = dot;
+        }
+      }
+      transpose_reduce<Tr::kLanesPerKey / 2, Tr::kStepKeys * kGroup>(part_dot, lane_k);
+      constexpr int kValues = Tr::kStepKeys * kGroup;
+      constexpr int kPer = kValues >= Tr::kLanesPerKey ? kValues / Tr::kLanesPerKey : 1;
+      constexpr int kLanesPerValue = kValues >= Tr::kLanesPerKey ? 1 : Tr::kLanesPerKey / kValues;
+      if (lane_k % kLanesPerValue == 0) {
+        const int idx0 = (lane_k / kLanesPerValue) * kPer;
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+          const int idx = idx0 + j, u = idx / kGroup, g = idx % kGroup;
+          const int i = key0 + (step * Tr::kStepKeys + u) * Tr::kKeySlots + key_group;
+          if (i < n) s_score[i * kGroup + g] = part_dot[j] * a.scale;
+        }
+      }
+    }
+    __syncthreads();  // the stage is free for chunk c + Tr::kStages
+  }
+
+  // Per head: max, p = exp(s - max) in place, l = sum p (the first V chunks are in flight meanwhile).
+  {
+    const int warp = tid / 32, lane = tid % 32;
+    for (int g = warp; g < kGroup; g += kDecodeThreads / 32) {
+      float mx = -INFINITY;
+      for (int i = lane; i < n; i += 32) mx = fmaxf(mx, s_score[i * kGroup + g]);
+      mx = warp_max(mx);
+      float sum = 0.0f;
+      for (int i = lane; i < n; i += 32) {
+        const float p = expf(s_score[i * kGroup + g] - mx);
+        s_score[i * kGroup + g] = p;
+        sum += p;
+      }
+      sum = warp_sum(sum);
+      if (lane == 0) {
+        s_m[g] = mx;
+        s_l[g] = sum;
+      }
+    }
+  }
+  __syncthreads();
+
+  // acc[g][e] = sum over this lane group's keys, in increasing position, of p_g · v.
   float acc[kGroup][Tr::kElems];
 #pragma unroll
   for (int g = 0; g < kGroup; ++g)
 #pragma unroll
     for (int e = 0; e < Tr::kElems; ++e) acc[g][e] = 0.0f;
-  int c = 0;  // the next chunk of the stream
-  for (int seg = 0; seg < n_segments; ++seg) {
-    const int sn = seg_keys(seg), nk = seg_chunks(seg);
-    // Scores: s_score[i][g] = (q_g · k_i) · scale for the segment's keys i.
-    for (int ck = 0; ck < nk; ++ck, ++c) {
-      const T* stage = begin_chunk(c);
-      if (a.no_math) {
-        __syncthreads();
-        continue;
-      }
-      const int key0 = ck * Tr::kChunkKeys;
-#pragma unroll
-      for (int step = 0; step < Tr::kSteps; ++step) {
-        float part_dot[Tr::kStepKeys * kGroup];
-#pragma unroll
-        for (int u = 0; u < Tr::kStepKeys; ++u) {
-          const int kr = (step * Tr::kStepKeys + u) * Tr::kKeySlots + key_group;
-          float kf[Tr::kElems];
-#pragma unroll
-          for (int v = 0; v < Tr::kLoads; ++v) {
-            const uint4 raw =
-                *reinterpret_cast<const uint4*>(stage + kr * kHeadDim + (v * Tr::kLanesPerKey + lane_k) * Tr::kVec);
-            CacheElem<T>::unpack(raw, kf + v * Tr::kVec);
-          }
-#pragma unroll
-          for (int g = 0; g < kGroup; ++g) {
-            float dot = 0.0f;
-#pragma unroll
-            for (int e = 0; e < Tr::kElems; ++e) dot = fmaf(qf[g][e], kf[e], dot);
-            part_dot[u * kGroup + g] = dot;
-          }
-        }
-        transpose_reduce<Tr::kLanesPerKey / 2, Tr::kStepKeys * kGroup>(part_dot, lane_k);
-        constexpr int kValues = Tr::kStepKeys * kGroup;
-        constexpr int kPer = kValues >= Tr::kLanesPerKey ? kValues / Tr::kLanesPerKey : 1;
-        constexpr int kLanesPerValue = kValues >= Tr::kLanesPerKey ? 1 : Tr::kLanesPerKey / kValues;
-        if (lane_k % kLanesPerValue == 0) {
-          const int idx0 = (lane_k / kLanesPerValue) * kPer;
-#pragma unroll
-          for (int j = 0; j < kPer; ++j) {
-            const int idx = idx0 + j, u = idx / kGroup, g = idx % kGroup;
-            const int i = key0 + (step * Tr::kStepKeys + u) * Tr::kKeySlots + key_group;
-            if (i < sn) s_score[i * kGroup + g] = part_dot[j] * a.scale;
-          }
-        }
-      }
-      __syncthreads();  // the stage is free for chunk c + Tr::kStages
+  for (int c = n_chunks; c < total_chunks; ++c) {
+    const T* stage = begin_chunk(c);
+    if (a.no_math) {
+      __syncthreads();
+      continue;
     }
-
-    // Per head: the running max m, p = exp(s - m) in place, l = (l · exp(m_before - m) +) sum p (the
-    // segment's first V chunks are in flight meanwhile).
-    {
-      const int warp = tid / 32, lane = tid % 32;
-      for (int g = warp; g < kGroup; g += kDecodeThreads / 32) {
-        float mx = -INFINITY;
-        for (int i = lane; i < sn; i += 32) mx = fmaxf(mx, s_score[i * kGroup + g]);
-        mx = warp_max(mx);
-        const float m_before = seg == 0 ? -INFINITY : s_m[g];
-        mx = fmaxf(m_before, mx);
-        float sum = 0.0f;
-        for (int i = lane; i < sn; i += 32) {
-          const float p = expf(s_score[i * kGroup + g] - mx);
-          s_score[i * kGroup + g] = p;
-          sum += p;
-        }
-        sum = warp_sum(sum);
-        if (lane == 0) {
-          const float scale = seg == 0 ? 1.0f : expf(m_before - mx);
-          s_m[g] = mx;
-          s_l[g] = seg == 0 ? sum : s_l[g] * scale + sum;
-          s_scale[g] = scale;
-        }
+    const int key0 = (c - n_chunks) * Tr::kChunkKeys;
+#pragma unroll
+    for (int kk = 0; kk < Tr::kChunkKeys / Tr::kKeySlots; ++kk) {
+      const int kr = kk * Tr::kKeySlots + key_group;
+      const int i = key0 + kr;
+      float p[kGroup];
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) p[g] = i < n ? s_score[i * kGroup + g] : 0.0f;
+      float vf[Tr::kElems];
+#pragma unroll
+      for (int v = 0; v < Tr::kLoads; ++v) {
+        const uint4 raw =
+            *reinterpret_cast<const uint4*>(stage + kr * kHeadDim + (v * Tr::kLanesPerKey + lane_k) * Tr::kVec);
+        CacheElem<T>::unpack(raw, vf + v * Tr::kVec);
       }
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g)
+#pragma unroll
+        for (int e = 0; e < Tr::kElems; ++e) acc[g][e] = fmaf(p[g], vf[e], acc[g][e]);
     }
-    __syncthreads();
-    if (seg > 0) {
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        const float scale = s_scale[g];
-#pragma unroll
-        for (int e = 0; e < Tr::kElems; ++e) acc[g][e] *= scale;
-      }
-    }
-
-    // acc[g][e] += over this lane group's keys of the segment, in increasing position, p_g · v.
-    for (int ck = 0; ck < nk; ++ck, ++c) {
-      const T* stage = begin_chunk(c);
-      if (a.no_math) {
-        __syncthreads();
-        continue;
-      }
-      const int key0 = ck * Tr::kChunkKeys;
-#pragma unroll
-      for (int kk = 0; kk < Tr::kChunkKeys / Tr::kKeySlots; ++kk) {
-        const int kr = kk * Tr::kKeySlots + key_group;
-        const int i = key0 + kr;
-        float p[kGroup];
-#pragma unroll
-        for (int g = 0; g < kGroup; ++g) p[g] = i < sn ? s_score[i * kGroup + g] : 0.0f;
-        float vf[Tr::kElems];
-#pragma unroll
-        for (int v = 0; v < Tr::kLoads; ++v) {
-          const uint4 raw =
-              *reinterpret_cast<const uint4*>(stage + kr * kHeadDim + (v * Tr::kLanesPerKey + lane_k) * Tr::kVec);
-          CacheElem<T>::unpack(raw, vf + v * Tr::kVec);
-        }
-#pragma unroll
-        for (int g = 0; g < kGroup; ++g)
-#pragma unroll
-          for (int e = 0; e < Tr::kElems; ++e) acc[g][e] = fmaf(p[g], vf[e], acc[g][e]);
-      }
-      __syncthreads();  // the stage is free for chunk c + Tr::kStages (and s_score for the next segment)
-    }
+    __syncthreads();  // the stage is free for chunk c + Tr::kStages
   }
   cp_async_wait<0>();  // only empty groups remain; keeps the ring idle before s_red reuses it
   __syncthreads();
@@ -532,8 +503,8 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
 // Generic kernels: runtime head_dim, scalar loads, one query head per block.
 
 struct GenericSmem {
-  int64_t offset[kMaxPartitionKeys];  // element offset of each key's head vector
-  float score[kMaxPartitionKeys];
+  int64_t offset[kDecodePartitionKeys];  // element offset of each key's head vector
+  float score[kDecodePartitionKeys];
   float q[kGenericMaxHeadDim];
   float red[kGenericThreads / 32];
 };
@@ -611,7 +582,7 @@ __global__ void __launch_bounds__(kGenericThreads) attention_decode_partition_ge
   __shared__ GenericSmem s;
   const int part = blockIdx.x, head = blockIdx.y, row = blockIdx.z;
   const RowKeys rk = row_keys(a, row);
-  const int part_keys = partition_keys(rk.n_keys, a.tiers);
+  const int part_keys = partition_keys(rk.n_keys, a.small_end, a.medium_end);
   const int p0 = part * part_keys;
   if (p0 >= rk.n_keys) return;
   load_query(a, row, head, s.q);
@@ -636,9 +607,9 @@ __global__ void __launch_bounds__(kGenericThreads) attention_rows_generic(const 
   const RowKeys rk = row_keys(a, row);
   load_query(a, row, head, s.q);
   float run_m = -INFINITY, run_l = 0.0f, run_acc[kGenericDimsPerThread] = {};
-  for (int p0 = 0; p0 < rk.n_keys; p0 += kGenericRowKeys) {
+  for (int p0 = 0; p0 < rk.n_keys; p0 += kDecodePartitionKeys) {
     float m, l, acc[kGenericDimsPerThread];
-    generic_partition<T>(a, rk, head / a.group, p0, kGenericRowKeys, s, m, l, acc);
+    generic_partition<T>(a, rk, head / a.group, p0, kDecodePartitionKeys, s, m, l, acc);
     const float new_m = fmaxf(run_m, m);
     const float old_w = expf(run_m - new_m), new_w = expf(m - new_m);
     run_l = run_l * old_w + l * new_w;
@@ -680,7 +651,7 @@ __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const At
     for (int d = tid; d < d_max; d += kMergeThreads) out[d] = 0.0f;
     return;
   }
-  const int parts = partition_count(rk.n_keys, a.tiers);
+  const int parts = partition_count(rk.n_keys, a.small_end, a.medium_end);
   const int64_t base = (static_cast<int64_t>(row) * a.n_heads + head) * a.n_partitions;
   using Vec = std::conditional_t<kVec == 4, float4, float>;
   const int vecs = d_max / kVec;  // kVec-wide pieces of a head
@@ -1146,11 +1117,11 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context,
-                                const PartitionTiers& tiers) {
+size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context, int small_end,
+                                int medium_end) {
   // Partials of the decode path only: rows <= kMaxDecodeRows, {m, l} + head_dim floats per partition.
   const int64_t rows = std::min(max_rows, kMaxDecodeRows);
-  return static_cast<size_t>(rows * max_heads * max_partition_count(max_context, tiers) *
+  return static_cast<size_t>(rows * max_heads * max_partition_count(max_context, small_end, medium_end) *
                              (max_head_dim + 2));
 }
 
@@ -1214,12 +1185,12 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
     // short contexts launch 64 x kv_heads x 128 mostly empty blocks per layer.
     HELIUM_CUDA_REQUIRE(op, layout.max_keys > 0);
     a.max_keys = layout.max_keys;
-    a.tiers = c.attention_tiers;
+    a.small_end = c.attention_small_end;
+    a.medium_end = c.attention_medium_end;
     a.evict_first = c.kv_evict_first;
     a.early_kv = c.attention_early_kv;
     a.no_math = (c.omit & kOmitAttnMath) != 0;
-    HELIUM_CUDA_REQUIRE(op, a.cache_slots <= std::numeric_limits<int32_t>::max());  // slots in 32 bits (s_slot)
-    const int64_t parts = max_partition_count(layout.max_keys, a.tiers);
+    const int64_t parts = max_partition_count(layout.max_keys, a.small_end, a.medium_end);
     const int64_t partial_floats = rows * shape.n_heads * parts;
     HELIUM_CUDA_REQUIRE(op, c.attention_scratch != nullptr &&
                                 static_cast<size_t>(partial_floats * (shape.head_dim + 2)) <= c.attention_scratch_floats);

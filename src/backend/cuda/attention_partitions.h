@@ -25,35 +25,27 @@
 
 namespace helium::cuda {
 
-// A decode block scores at most kSegmentKeys keys at once (its shared score buffer); a longer partition
-// runs as consecutive segments with a running max (attention.cu).
-inline constexpr int kSegmentKeys = 256;
-inline constexpr int kMaxPartitionKeys = 512;
+inline constexpr int kMaxPartitionKeys = 256;
+// Default thresholds (Context::attention_small_end / attention_medium_end).
+inline constexpr int kDefaultPartitionSmallEnd = 1024;
+inline constexpr int kDefaultPartitionMediumEnd = 4096;
 
-// Where P steps up: 64 keys up to small_end, 128 up to medium_end, 256 up to large_end, 512 beyond
-// (Context::attention_tiers; HELIUM_CUDA_ATTN_PARTITIONS=small,medium,large overrides them).
-struct PartitionTiers {
-  int small_end = 1024;
-  int medium_end = 4096;
-  int large_end = 1 << 30;
-};
-
-HELIUM_HOST_DEVICE int partition_keys(int n_keys, const PartitionTiers& t) {
-  return n_keys <= t.small_end ? 64 : n_keys <= t.medium_end ? 128 : n_keys <= t.large_end ? 256 : kMaxPartitionKeys;
+HELIUM_HOST_DEVICE int partition_keys(int n_keys, int small_end, int medium_end) {
+  return n_keys <= small_end ? 64 : n_keys <= medium_end ? 128 : kMaxPartitionKeys;
 }
 
-HELIUM_HOST_DEVICE int partition_count(int n_keys, const PartitionTiers& t) {
-  const int p = partition_keys(n_keys, t);
+HELIUM_HOST_DEVICE int partition_count(int n_keys, int small_end, int medium_end) {
+  const int p = partition_keys(n_keys, small_end, medium_end);
   return (n_keys + p - 1) / p;
 }
 
 // The most partitions a row of at most max_keys keys has: the count grows within each tier, so the
 // largest is at a tier's end or at max_keys.
-inline int64_t max_partition_count(int64_t max_keys, const PartitionTiers& t) {
+inline int64_t max_partition_count(int64_t max_keys, int small_end, int medium_end) {
   int64_t most = 0;
-  for (int64_t end : {int64_t{t.small_end}, int64_t{t.medium_end}, int64_t{t.large_end}, max_keys})
+  for (int64_t end : {int64_t{small_end}, int64_t{medium_end}, max_keys})
     if (end > 0 && max_keys > 0)
-      most = std::max<int64_t>(most, partition_count(static_cast<int>(std::min(end, max_keys)), t));
+      most = std::max<int64_t>(most, partition_count(static_cast<int>(std::min(end, max_keys)), small_end, medium_end));
   return most;
 }
 

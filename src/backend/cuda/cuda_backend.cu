@@ -171,13 +171,11 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_ASSIGN_OR_RETURN(m.ctx.lt_workspace, reserve(o.cublas_workspace_bytes, "cuBLASLt workspace"));
   m.ctx.lt_workspace_bytes = o.cublas_workspace_bytes;
   if (const char* parts = std::getenv("HELIUM_CUDA_ATTN_PARTITIONS"); parts != nullptr && *parts) {
-    cuda::PartitionTiers t;
-    char end = 0;
-    if (std::sscanf(parts, "%d,%d,%d%c", &t.small_end, &t.medium_end, &t.large_end, &end) != 3 || t.small_end < 0 ||
-        t.medium_end < t.small_end || t.large_end < t.medium_end)
-      return Status::error(
-          "HELIUM_CUDA_ATTN_PARTITIONS must be 'small_end,medium_end,large_end' (keys, 0 <= small <= medium <= large)");
-    m.ctx.attention_tiers = t;
+    int small_end = 0, medium_end = 0;
+    if (std::sscanf(parts, "%d,%d", &small_end, &medium_end) != 2 || small_end < 0 || medium_end < small_end)
+      return Status::error("HELIUM_CUDA_ATTN_PARTITIONS must be 'small_end,medium_end' (keys, 0 <= small <= medium)");
+    m.ctx.attention_small_end = small_end;
+    m.ctx.attention_medium_end = medium_end;
   }
   // Decode attention's K/V ring depth: chosen per launch by the grid (attention.cu) unless
   // HELIUM_CUDA_ATTN_STAGES=3|4 forces it (for comparisons).
@@ -187,7 +185,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
     m.ctx.attention_stages = v == "3" ? 3 : 4;
   }
   m.ctx.attention_scratch_floats = cuda::attention_scratch_floats(o.max_rows, o.max_heads, o.max_head_dim, o.max_context,
-                                                                  m.ctx.attention_tiers);
+                                                                  m.ctx.attention_small_end, m.ctx.attention_medium_end);
   HELIUM_ASSIGN_OR_RETURN(void* att, reserve(m.ctx.attention_scratch_floats * sizeof(float), "attention scratch"));
   m.ctx.attention_scratch = static_cast<float*>(att);
   m.ctx.argmax_capacity = std::max(o.max_rows, kMaxDecodeRows);

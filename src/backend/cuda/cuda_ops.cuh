@@ -73,9 +73,10 @@ struct Context {
   bool pdl = false;
   int max_rows = 0;
   int64_t max_context = 0;
-  // Decode attention's partition thresholds (attention_partitions.h); HELIUM_CUDA_ATTN_PARTITIONS=a,b,c
-  // overrides them at backend creation (0,0,0: 512-key partitions everywhere), for comparisons.
-  PartitionTiers attention_tiers;
+  // Decode attention's partition thresholds (attention_partitions.h); HELIUM_CUDA_ATTN_PARTITIONS=a,b
+  // overrides them at backend creation (0,0: 256-key partitions everywhere), for comparisons.
+  int attention_small_end = kDefaultPartitionSmallEnd;
+  int attention_medium_end = kDefaultPartitionMediumEnd;
   // Depth of decode attention's K/V ring in 16 KB stages: 4 (three blocks per multiprocessor, more bytes in
   // flight per block) or 3 (four blocks); 0 chooses by the grid (attention.cu, launch_decode_partition).
   // HELIUM_CUDA_ATTN_STAGES=3|4 forces one, for comparisons. The outputs are the same bits either way.
@@ -244,7 +245,7 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
 
 // Scratch the attention kernels need for a configuration; CudaBackend reserves the maximum at creation.
 size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context,
-                                const PartitionTiers& tiers = {});
+                                int small_end = kDefaultPartitionSmallEnd, int medium_end = kDefaultPartitionMediumEnd);
 
 // ---- matmul (matmul.cu) ----
 // Bytes of Context::matmul_scratch the matmuls need, and of one decode split region: matmul_scratch.h.

@@ -472,34 +472,6 @@ TEST_F(CudaAttentionTest, DecodeRingDepthKeepsTheBits) {
   }
 }
 
-// Partitions of 512 keys (PartitionTiers{0, 0, 0}: every row), which the tuned kernel runs as two segments
-// with a running max: against the reference over rows that end in either segment or exactly at their ends,
-// and trees whose nodes cross a segment (250..254) and a partition (510..514) boundary; both ring depths give
-// the same bits. Then tiers that mix 64- to 512-key partitions by row length.
-TEST_F(CudaAttentionTest, DecodeSegmentedPartitionsMatchReference) {
-  uint32_t seed = 300;
-  for (const Shape& s : decode_shapes()) {
-    PagedCache c(s, (kMaxTestContext + 9000) / s.page_size + 64, seed++);
-    Rows rows;
-    for (int context : {1, 200, 256, 257, 511, 512, 513, 900, 3000, 33000}) rows.add(c.add_sequence(context), context);
-    add_tree(c, rows, 250, kTreeParents);
-    add_tree(c, rows, 510, kTreeParents);
-    rows.random_q(s, c.rng());
-    c.upload_all();
-    ctx_.attention_tiers = {0, 0, 0};
-    ctx_.attention_stages = 4;
-    const std::vector<float> four = run(c, rows);
-    expect_matches_reference(c, rows, four, false, "decode (512-key partitions)");
-    ctx_.attention_stages = 3;
-    const std::vector<float> three = run(c, rows);
-    EXPECT_EQ(std::memcmp(four.data(), three.data(), four.size() * sizeof(float)), 0) << s.name();
-    ctx_.attention_stages = 0;
-    ctx_.attention_tiers = {200, 512, 2000};
-    expect_matches_reference(c, rows, run(c, rows), false, "decode (64- to 512-key partitions)");
-    ctx_.attention_tiers = {};
-  }
-}
-
 // Generic kernels (head dims the tuned kernels do not cover) and odd GQA ratios.
 TEST_F(CudaAttentionTest, DecodeGenericShapesMatchReference) {
   uint32_t seed = 100;
@@ -513,9 +485,6 @@ TEST_F(CudaAttentionTest, DecodeGenericShapesMatchReference) {
     rows.random_q(s, c.rng());
     c.upload_all();
     expect_matches_reference(c, rows, run(c, rows), false, "decode (generic shapes)");
-    ctx_.attention_tiers = {0, 0, 0};  // 512-key partitions
-    expect_matches_reference(c, rows, run(c, rows), false, "decode (generic shapes, 512-key partitions)");
-    ctx_.attention_tiers = {};
   }
 }
 

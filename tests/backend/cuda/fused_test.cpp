@@ -488,7 +488,7 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
     const char* good;
   } cases[] = {{"HELIUM_CUDA_STREAM_POLICY", "sideways", "normal"},
                {"HELIUM_CUDA_KV_POLICY", "last", "first"},
-               {"HELIUM_CUDA_ATTN_PARTITIONS", "64,128", "0,0,0"},
+               {"HELIUM_CUDA_ATTN_PARTITIONS", "64", "0,0"},
                {"HELIUM_CUDA_ATTN_STAGES", "5", "3"},
                {"HELIUM_CUDA_MATMUL_TRIGGER", "middle", "end"},
                {"HELIUM_CUDA_ATTN_EARLY", "soon", "off"},
