@@ -200,6 +200,14 @@ class Backend {
     (void)norm_w;
     (void)zero_centred;
   }
+  // A hint that w is read by an op soon after the next one (the next weight of a decode step): a backend
+  // may have the next op pull the start of w toward the processor while it runs (the GPU's L2). `stacked`:
+  // the reader walks w's `stacked` equal row blocks side by side (2 for stacked gate/up), each from its
+  // start. Performance only; ignored by default.
+  virtual void prefetch(const Tensor& w, int stacked = 1) {
+    (void)w;
+    (void)stacked;
+  }
   //   qk_norm_rope_kv_write: with q(rows, n_heads · head_dim), k and v(rows, n_kv_heads · head_dim):
   //     when q_norm/k_norm are given (head_dim weights; both or neither), rms_norm of each head of q and k
   //     in place; then rope(q), rope(k) in place; then kv_write(k, v, slots, k_cache, v_cache).

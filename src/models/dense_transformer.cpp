@@ -285,6 +285,7 @@ void DenseTransformer::attention_block(const DenseLayerWeights& w, const LayerKv
                                  vector_of(write_slots_, rows), kv.k, kv.v);
   AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
   Tensor attn_out = rows_of(attn_out_, rows);
+  backend_.prefetch(w.o_proj);  // for the op after attention (Backend::prefetch)
   backend_.attention(q, kv.k, kv.v, shape, layout, attn_out);
   if (w.gate_up_proj.rank != 0) backend_.prepare_norm(x, w.post_attention_norm, false);  // for swiglu_mlp_add
   backend_.matmul_add(attn_out, w.o_proj, w.o_bias, xn, x);

@@ -82,6 +82,7 @@ struct AttentionArgs {
   bool evict_first;           // decode: keys and values loaded with the L2 evict_first policy
   bool early_kv;              // decode: keys this step does not write are loaded before pdl_wait (Context)
   bool no_math;               // diagnostic (HELIUM_CUDA_OMIT=attn_math): decode streams K/V, computes nothing
+  L2Prefetch prefetch;        // decode: pulled into the L2 by the partition blocks (for the next op)
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -450,6 +451,11 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     for (int e = 0; e < Tr::kElems; ++e) acc[g][e] = 0.0f;
   for (int c = n_chunks; c < total_chunks; ++c) {
     const T* stage = begin_chunk(c);
+    // Once the block's own K/V have landed, its share of the next op's weights (nothing later on this
+    // block's path waits for memory): the memory works on them through the rest of the attention chain.
+    if (c == total_chunks - 1 && tid < 32)
+      l2_prefetch_share(a.prefetch, blockIdx.x + int64_t{gridDim.x} * (blockIdx.y + int64_t{gridDim.y} * blockIdx.z),
+                        int64_t{gridDim.x} * gridDim.y * gridDim.z);
     if (a.no_math) {
       __syncthreads();
       continue;
@@ -1126,7 +1132,8 @@ size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, i
 }
 
 void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-               const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out) {
+               const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out,
+               const L2Prefetch& during) {
   constexpr const char* op = "attention";
   HELIUM_CUDA_REQUIRE(op, shape.n_heads > 0 && shape.n_kv_heads > 0 && shape.n_heads % shape.n_kv_heads == 0);
   HELIUM_CUDA_REQUIRE(op, shape.head_dim > 0 && shape.head_dim <= kGenericMaxHeadDim);
@@ -1190,6 +1197,9 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
     a.evict_first = c.kv_evict_first;
     a.early_kv = c.attention_early_kv;
     a.no_math = (c.omit & kOmitAttnMath) != 0;
+    // The tuned partition kernel's (the generic one's blocks do not prefetch); only while the step's K/V are
+    // short enough that the memory has time to spare.
+    if (layout.max_keys <= c.prefetch_attention_max_keys) a.prefetch = during;
     const int64_t parts = max_partition_count(layout.max_keys, a.small_end, a.medium_end);
     const int64_t partial_floats = rows * shape.n_heads * parts;
     HELIUM_CUDA_REQUIRE(op, c.attention_scratch != nullptr &&

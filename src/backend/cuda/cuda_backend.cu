@@ -70,6 +70,18 @@ static Status read_switch(const char* variable, std::string_view on, std::string
   return Status::ok();
 }
 
+// A byte count from the environment in whole MiB (0..4096); unset or empty leaves `bytes` as it is.
+static Status read_megabytes(const char* variable, int64_t& bytes) {
+  const char* env = std::getenv(variable);
+  if (env == nullptr || *env == '\0') return Status::ok();
+  char* end = nullptr;
+  const long mb = std::strtol(env, &end, 10);
+  if (*end != '\0' || mb < 0 || mb > 4096)
+    return Status::error(std::string(variable) + " must be a whole number of MiB, 0..4096, not '" + env + "'");
+  bytes = int64_t{mb} << 20;
+  return Status::ok();
+}
+
 // The L2 policies of what a decode step reads once: the decode matmul's weights (Context::stream_evict_first,
 // HELIUM_CUDA_STREAM_POLICY) and decode attention's keys and values (kv_evict_first, HELIUM_CUDA_KV_POLICY),
 // each "first" (the default) or "normal" (no hint: the loads of earlier sessions). On the H200 (Qwen3-8B
@@ -159,6 +171,10 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
     if (kb < 1 || kb > 200) return Status::error("HELIUM_CUDA_XTILE_KB must be 1..200");
     impl->ctx.x_tile_min_bytes = int64_t{kb} * 1024;
   }
+
+  HELIUM_RETURN_IF_ERROR(read_megabytes("HELIUM_CUDA_PREFETCH_ATTN_MB", impl->ctx.prefetch_attention_bytes));
+  if (const char* k = std::getenv("HELIUM_CUDA_PREFETCH_ATTN_KEYS"); k != nullptr && *k)
+    impl->ctx.prefetch_attention_max_keys = std::atoll(k);
 
   std::unique_ptr<CudaBackend> backend(new CudaBackend(std::move(impl)));
   Impl& m = *backend->impl_;
@@ -265,7 +281,7 @@ Result<Tensor> CudaBackend::import_weight(const Tensor& host) {
 }
 
 void CudaBackend::copy_to_device(Tensor dst, const void* host) {
-  impl_->forget_norms();
+  impl_->forget_hints();
   const size_t bytes = dst.bytes();
   if (bytes == 0) return;
   uint8_t* staged = impl_->stage(bytes);
@@ -301,7 +317,7 @@ bool CudaBackend::supports_graphs() const {
 }
 
 void CudaBackend::begin_capture() {
-  impl_->forget_norms();
+  impl_->forget_hints();
   HELIUM_CUDA_CHECK(cudaStreamBeginCapture(impl_->ctx.stream, cudaStreamCaptureModeThreadLocal));
 }
 
@@ -316,11 +332,11 @@ Result<std::unique_ptr<OpGraph>> CudaBackend::end_capture() {
 }
 
 void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
-  impl_->forget_norms();
+  impl_->forget_hints();
   cuda::embedding(impl_->ctx, table, ids, out);
 }
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) {
-  impl_->forget_norms();
+  impl_->forget_hints();
   cuda::matmul(impl_->ctx, x, w, bias, y);
 }
 
@@ -330,16 +346,21 @@ void CudaBackend::prepare_norm(const Tensor& x, const Tensor& norm_w, bool zero_
   impl_->pending_norm = {x.data, norm_w, zero_centred};
 }
 
+// Sets the hint only, for the next op (decode attention takes it).
+void CudaBackend::prefetch(const Tensor& w, int stacked) {
+  impl_->pending_prefetch = {w, stacked};
+}
+
 void CudaBackend::matmul_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor scratch, Tensor y) {
   cuda::NormHandoff slot;
   const cuda::NormHandoff* next = impl_->take_pending(y, slot);
-  impl_->forget_norms();
+  impl_->forget_hints();
   if (impl_->ctx.omit & cuda::kOmitO) return;
   if (cuda::matmul_add(impl_->ctx, x, w, bias, scratch, y, next)) impl_->wrote(y, slot);
 }
 
 void CudaBackend::matmul_split(const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) {
-  impl_->forget_norms();
+  impl_->forget_hints();
   cuda::matmul_split(impl_->ctx, x, w, bias, ys);
 }
 void CudaBackend::rms_norm_matmul_split(const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
@@ -347,14 +368,14 @@ void CudaBackend::rms_norm_matmul_split(const Tensor& x, const Tensor& norm_w, f
                                         std::span<const Tensor> ys) {
   cuda::NormHandoff handoff;
   const cuda::NormHandoff* pre = impl_->take_ready(x, norm_w, zero_centred, handoff);
-  impl_->forget_norms();
+  impl_->forget_hints();
   const unsigned which = ys.size() == 3 ? cuda::kOmitQkv : ys.size() == 2 ? cuda::kOmitGateUp : cuda::kOmitLmHead;
   if (impl_->ctx.omit & which) return;
   cuda::rms_norm_matmul_split(impl_->ctx, x, norm_w, eps, zero_centred, xn_scratch, w, bias, ys, pre);
 }
 void CudaBackend::swiglu_matmul_add(Tensor gate, const Tensor& up, const Tensor& w, const Tensor& bias, Tensor scratch,
                                     Tensor y) {
-  impl_->forget_norms();
+  impl_->forget_hints();
   if (impl_->ctx.omit & cuda::kOmitDown) return;
   cuda::swiglu_matmul_add(impl_->ctx, gate, up, w, bias, scratch, y);
 }
@@ -369,7 +390,7 @@ void CudaBackend::swiglu_mlp_add(Tensor x, const Tensor& norm_w, float eps, bool
   cuda::NormHandoff pre_slot, next_slot;
   const cuda::NormHandoff* pre = impl_->take_ready(x, norm_w, zero_centred, pre_slot);
   const cuda::NormHandoff* next = impl_->take_pending(x, next_slot);
-  impl_->forget_norms();
+  impl_->forget_hints();
   if (!impl_->ctx.swiglu_store || (impl_->ctx.omit & (cuda::kOmitGateUp | cuda::kOmitDown)) != 0 ||
       !cuda::rms_norm_matmul_swiglu_fusable(x, w_gate_up)) {
     Backend::swiglu_mlp_add(x, norm_w, eps, zero_centred, xn_scratch, w_gate_up, gate_up_bias, gate, up, w_down,
@@ -389,56 +410,74 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor q, Tensor k, const Tensor& v, con
                                         float eps, int n_heads, int n_kv_heads, const Tensor& positions,
                                         const Tensor& inv_freq, const RopeParams& rope, const Tensor& slots,
                                         Tensor k_cache, Tensor v_cache) {
-  impl_->forget_norms();
+  impl_->forget_hints();
   if (impl_->ctx.omit & cuda::kOmitPrologue) return;
   cuda::qk_norm_rope_kv_write(impl_->ctx, q, k, v, q_norm, k_norm, eps, n_heads, n_kv_heads, positions, inv_freq, rope,
                               slots, k_cache, v_cache);
 }
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, bool zero_centred, Tensor y) {
-  impl_->forget_norms();
+  impl_->forget_hints();
   cuda::rms_norm(impl_->ctx, x, w, eps, zero_centred, y);
 }
 void CudaBackend::rope(Tensor x, int heads, const Tensor& positions, const Tensor& inv_freq, const RopeParams& params) {
-  impl_->forget_norms();
+  impl_->forget_hints();
   cuda::rope(impl_->ctx, x, heads, positions, inv_freq, params);
 }
 void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor k_cache, Tensor v_cache) {
-  impl_->forget_norms();
+  impl_->forget_hints();
   cuda::kv_write(impl_->ctx, k, v, slots, k_cache, v_cache);
 }
 void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionShape& shape,
                             const AttentionLayout& layout, Tensor out) {
-  impl_->forget_norms();
-  cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out);
+  const cuda::L2Prefetch during = impl_->take_prefetch(impl_->ctx.prefetch_attention_bytes);
+  impl_->forget_hints();
+  cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out, during);
 }
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
-  impl_->forget_norms();
+  impl_->forget_hints();
   cuda::swiglu(impl_->ctx, gate, up, out);
 }
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor out) {
-  impl_->forget_norms();
+  impl_->forget_hints();
   cuda::add(impl_->ctx, a, b, out);
 }
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& index, Tensor out) {
-  impl_->forget_norms();
+  impl_->forget_hints();
   cuda::gather_rows(impl_->ctx, x, index, out);
 }
 void CudaBackend::argmax_rows(const Tensor& x, Tensor out) {
-  impl_->forget_norms();
+  impl_->forget_hints();
   cuda::argmax_rows(impl_->ctx, x, out);
 }
 void CudaBackend::select_candidates(const Tensor& logits, const Tensor& temperatures, const Tensor& top_k, Tensor x,
                                     Tensor ids, Tensor count, Tensor valid, Tensor totals) {
-  impl_->forget_norms();
+  impl_->forget_hints();
   cuda::select_candidates(impl_->ctx, logits, temperatures, top_k, x, ids, count, valid, totals);
 }
 void CudaBackend::copy_rows(Tensor x, const Tensor& src, const Tensor& dst) {
-  impl_->forget_norms();
+  impl_->forget_hints();
   cuda::copy_rows(impl_->ctx, x, src, dst);
 }
 void CudaBackend::fill_random(Tensor t, uint64_t seed, float offset, float scale) {
-  impl_->forget_norms();
+  impl_->forget_hints();
   cuda::fill_random(impl_->ctx, t, seed, offset, scale);
 }
 
+namespace cuda {
+
+L2Prefetch l2_prefetch_of(const Tensor& w, int stacked, int64_t cap) {
+  L2Prefetch pf;
+  if (w.data == nullptr || cap <= 0 || (stacked != 1 && stacked != 2)) return pf;
+  const int64_t part = static_cast<int64_t>(w.bytes()) / stacked;
+  const int64_t each = std::min(part, cap / stacked) / 16 * 16;
+  for (int i = 0; i < stacked; ++i) {
+    const char* start = static_cast<const char*>(w.data) + i * part;
+    if (reinterpret_cast<uintptr_t>(start) % 16 != 0) return {};  // bulk prefetches take 16-byte aligned ranges
+    pf.data[i] = start;
+    pf.bytes[i] = each;
+  }
+  return pf;
+}
+
+}  // namespace cuda
 }  // namespace helium

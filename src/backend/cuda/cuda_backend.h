@@ -77,6 +77,7 @@ class CudaBackend final : public Backend {
   void matmul_split(const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) override;
   void matmul_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor scratch, Tensor y) override;
   void prepare_norm(const Tensor& x, const Tensor& norm_w, bool zero_centred) override;
+  void prefetch(const Tensor& w, int stacked = 1) override;
   bool prefers_stacked_projections() const override { return true; }
   void rms_norm_matmul_split(const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred, Tensor xn_scratch,
                              const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) override;

@@ -28,7 +28,7 @@ struct CudaBackend::Impl {
   };
   std::vector<Download> downloads;
   // Norm handoffs (Backend::prepare_norm, cuda::NormHandoff): the hint for the next op that adds into x,
-  // then the handoff that op wrote, for the one op after it. Any other op forgets both.
+  // then the handoff that op wrote, for the one op after it. Any other op forgets both (forget_hints).
   struct PendingNorm {
     const void* x = nullptr;
     Tensor norm_w;
@@ -40,12 +40,23 @@ struct CudaBackend::Impl {
     int64_t rows = 0;
     cuda::NormHandoff handoff;
   } ready_norm;
-  void forget_norms() {
+  // The prefetch hint (Backend::prefetch), for the next op; any op forgets it.
+  struct PendingPrefetch {
+    Tensor w;
+    int stacked = 1;
+  } pending_prefetch;
+  void forget_hints() {
     pending_norm = {};
     ready_norm = {};
+    pending_prefetch = {};
+  }
+  // The hinted weight's first `cap` bytes, for the op about to run (which forgets the hint itself).
+  cuda::L2Prefetch take_prefetch(int64_t cap) const {
+    if (pending_prefetch.w.data == nullptr || cap <= 0) return {};
+    return cuda::l2_prefetch_of(pending_prefetch.w, pending_prefetch.stacked, cap);
   }
   // The hint for an op about to add into y, taken (and forgotten) by it: a slot to write, or null. The ops
-  // that take a hint or a handoff forget the other records themselves (forget_norms).
+  // that take a hint or a handoff forget the other records themselves (forget_hints).
   const cuda::NormHandoff* take_pending(const Tensor& y, cuda::NormHandoff& slot) {
     const PendingNorm hint = pending_norm;
     pending_norm = {};

@@ -114,6 +114,11 @@ struct Context {
   bool swiglu_store = true;
   // The smallest x tile of the decode matmul in bytes (HELIUM_CUDA_XTILE_KB, for comparisons; 0: 16 KB).
   int64_t x_tile_min_bytes = 0;
+  // The most bytes of a hinted weight (Backend::prefetch: o_proj's) that decode attention's partition blocks
+  // pull into the L2 once their own K/V have landed, when the step's longest row has at most
+  // prefetch_attention_max_keys keys. 0: none. HELIUM_CUDA_PREFETCH_ATTN_MB / _KEYS override them.
+  int64_t prefetch_attention_bytes = 0;
+  int64_t prefetch_attention_max_keys = 8192;
   // Prefill matmuls stage x once per fused op (norm or SwiGLU applied while rounding it for cuBLASLt, the
   // residual added in the GEMM's epilogue) unless HELIUM_CUDA_PREFILL_FUSED=off (matmul.cu, prefill_fused).
   bool prefill_fused = true;
@@ -169,6 +174,43 @@ inline int64_t cols_of(const Tensor& t) { return t.rank == 0 ? 0 : t.shape[t.ran
 void embedding(const Context& c, const Tensor& table, const Tensor& ids, const Tensor& out);
 void matmul(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
 void matmul_split(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys);
+// Weight ranges a decode kernel pulls into the L2 for a later kernel (Backend::prefetch): the start of
+// each, split evenly over the kernel's blocks, one warp of each issuing 4 KB bulk prefetches (sm_90; none
+// before). Two ranges for a stacked gate/up weight, read from the start of both halves. Performance only:
+// nothing waits for them, and the reader loads the same bytes either way.
+struct L2Prefetch {
+  const void* data[2] = {nullptr, nullptr};
+  int64_t bytes[2] = {0, 0};  // multiples of 16
+  __host__ __device__ bool empty() const { return bytes[0] == 0 && bytes[1] == 0; }
+};
+// The first `cap` bytes of w read by an op that walks its `stacked` equal row blocks side by side (1 or 2).
+L2Prefetch l2_prefetch_of(const Tensor& w, int stacked, int64_t cap);
+
+// Block `block` of `blocks` issues its share of pf; called by one whole warp.
+__device__ __forceinline__ void l2_prefetch_share(const L2Prefetch& pf, int64_t block, int64_t blocks) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int64_t kPiece = 4096;
+  const int lane = static_cast<int>(threadIdx.x & 31);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t bytes = pf.bytes[r];
+    if (bytes == 0) continue;
+    const int64_t share = ((bytes + blocks - 1) / blocks + kPiece - 1) / kPiece * kPiece;
+    const int64_t end = min(bytes, (block + 1) * share);
+    for (int64_t off = block * share + lane * kPiece; off < end; off += 32 * kPiece) {
+      const uint32_t size = static_cast<uint32_t>(min(kPiece, end - off));
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char*>(pf.data[r]) + off),
+                   "r"(size)
+                   : "memory");
+    }
+  }
+#else
+  (void)pf;
+  (void)block;
+  (void)blocks;
+#endif
+}
+
 // A norm handoff between two decode matmuls on the tensor-core kernel (Backend::prepare_norm): the op that
 // adds into the residual stream x (matmul_add, the MLP's down) also writes what the next op's RMSNorm
 // matmul needs — the BF16 split of x · w' (w' the norm's weight, 1 + w when zero-centred) and each 16
@@ -222,8 +264,10 @@ void rope(const Context& c, const Tensor& x, int heads, const Tensor& positions,
           const RopeParams& params);
 void kv_write(const Context& c, const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_cache,
               const Tensor& v_cache);
+// during: what decode attention's partition blocks prefetch as they start (for the op after it).
 void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-               const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out);
+               const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out,
+               const L2Prefetch& during = {});
 void swiglu(const Context& c, const Tensor& gate, const Tensor& up, const Tensor& out);
 void add(const Context& c, const Tensor& a, const Tensor& b, const Tensor& out);
 void gather_rows(const Context& c, const Tensor& x, const Tensor& index, const Tensor& out);
