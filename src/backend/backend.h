@@ -215,6 +215,14 @@ class Backend {
                                      float eps, int n_heads, int n_kv_heads, const Tensor& positions,
                                      const Tensor& inv_freq, const RopeParams& rope, const Tensor& slots,
                                      Tensor k_cache, Tensor v_cache);
+  //   qk_norm_rope_attention: qk_norm_rope_kv_write(q, k, v, q_norm, k_norm, eps, shape.n_heads,
+  //     shape.n_kv_heads, positions, inv_freq, rope, layout.write_slots, k_cache, v_cache), then
+  //     attention(q, k_cache, v_cache, shape, layout, out). layout.write_slots must be given (they are the
+  //     rows' K/V slots); q and k may be left holding their inputs or the normalised, rotated values.
+  virtual void qk_norm_rope_attention(Tensor q, Tensor k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
+                                      float eps, const Tensor& positions, const Tensor& inv_freq, const RopeParams& rope,
+                                      Tensor k_cache, Tensor v_cache, const AttentionShape& shape,
+                                      const AttentionLayout& layout, Tensor out);
   // Whether matmul_split() over stacked weights beats separate matmuls here (the model then stacks its
   // q/k/v and gate/up weights at load); a CPU keeps the mmapped weights as they are.
   virtual bool prefers_stacked_projections() const { return false; }

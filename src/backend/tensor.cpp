@@ -74,6 +74,15 @@ void Backend::qk_norm_rope_kv_write(Tensor q, Tensor k, const Tensor& v, const T
   kv_write(k, v, slots, k_cache, v_cache);
 }
 
+void Backend::qk_norm_rope_attention(Tensor q, Tensor k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
+                                     float eps, const Tensor& positions, const Tensor& inv_freq, const RopeParams& rope,
+                                     Tensor k_cache, Tensor v_cache, const AttentionShape& shape,
+                                     const AttentionLayout& layout, Tensor out) {
+  qk_norm_rope_kv_write(q, k, v, q_norm, k_norm, eps, shape.n_heads, shape.n_kv_heads, positions, inv_freq, rope,
+                        layout.write_slots, k_cache, v_cache);
+  attention(q, k_cache, v_cache, shape, layout, out);
+}
+
 void Backend::select_candidates(const Tensor& logits, const Tensor& temperatures, const Tensor& top_k, Tensor x,
                                 Tensor ids, Tensor count, Tensor valid, Tensor totals) {
   const int64_t rows = logits.rank == 0 ? 0 : logits.numel() / logits.shape[logits.rank - 1];

@@ -278,15 +278,15 @@ void DenseTransformer::attention_block(const DenseLayerWeights& w, const LayerKv
     backend_.matmul(xn, w.k_proj, w.k_bias, k);
     backend_.matmul(xn, w.v_proj, w.v_bias, v);
   }
-  // Per-head q/k norms (Qwen3), rotary embedding, and K/V into the cache: one fused op.
+  // Per-head q/k norms (Qwen3), rotary embedding, K/V into the cache, and attention: one fused op
+  // (layout.write_slots are the rows' K/V slots).
   RopeParams rope{c.head_dim, c.rope.rot_dim, c.rope.attention_scaling};
-  backend_.qk_norm_rope_kv_write(q, k, v, c.qk_norm ? w.q_norm : Tensor(), c.qk_norm ? w.k_norm : Tensor(),
-                                 c.rms_norm_eps, c.n_heads, c.n_kv_heads, vector_of(positions_, rows), inv_freq_, rope,
-                                 vector_of(write_slots_, rows), kv.k, kv.v);
   AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
   Tensor attn_out = rows_of(attn_out_, rows);
   backend_.prefetch(w.o_proj);  // for the op after attention (Backend::prefetch)
-  backend_.attention(q, kv.k, kv.v, shape, layout, attn_out);
+  backend_.qk_norm_rope_attention(q, k, v, c.qk_norm ? w.q_norm : Tensor(), c.qk_norm ? w.k_norm : Tensor(),
+                                  c.rms_norm_eps, vector_of(positions_, rows), inv_freq_, rope, kv.k, kv.v, shape, layout,
+                                  attn_out);
   if (w.gate_up_proj.rank != 0) backend_.prepare_norm(x, w.post_attention_norm, false);  // for swiglu_mlp_add
   backend_.matmul_add(attn_out, w.o_proj, w.o_bias, xn, x);
 }

@@ -41,6 +41,7 @@
 #include "backend/cuda/attention_partitions.h"
 #include "backend/cuda/cuda_backend.h"  // kMaxDecodeRows
 #include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/mma.cuh"
 
 namespace helium::cuda {
@@ -58,6 +59,30 @@ constexpr int kMergeThreads = 256;
 constexpr int kGenericThreads = 128;
 constexpr int kGenericMaxHeadDim = 512;
 constexpr int kGenericDimsPerThread = kGenericMaxHeadDim / kGenericThreads;
+
+// The q/k prologue done by the decode partition kernel itself (attention_with_prologue): what
+// qk_norm_rope_kv_write would read. Each block normalises and rotates its own query heads; a key written
+// this step (the step's own rows, AttentionLayout) is computed from k and v by every block that reads it
+// instead of being loaded from the cache, and block (part 0, first head pass) of each row writes the row's
+// K/V of its KV head into the cache. With `merge`, the last of a (row, head group)'s partition blocks to
+// finish merges the group's partials (a counter per group in `counters`, reset by that block).
+struct FusedPrologue {
+  const float* k = nullptr;  // (rows, n_kv_heads * head_dim) as the projection wrote it
+  const float* v = nullptr;  // (rows, n_kv_heads * head_dim)
+  void* k_cache = nullptr;   // written at write_slots[row]
+  void* v_cache = nullptr;
+  const void* q_norm = nullptr;  // (head_dim) or null (then k_norm is null too)
+  const void* k_norm = nullptr;
+  DType norm_dtype = DType::F32;
+  float eps = 0.0f;
+  const int32_t* positions = nullptr;  // (rows)
+  const float* inv_freq = nullptr;     // (half)
+  int half = 0;                        // rot_dim / 2
+  float rope_scaling = 1.0f;
+  int* counters = nullptr;  // (rows, gridDim.x): partitions finished, zero between launches
+  bool merge = false;
+  bool early_trigger = false;  // pdl_launch_dependents at the start (else once the K/V are consumed)
+};
 
 // Everything the kernels read; built once per call by the op entry.
 struct AttentionArgs {
@@ -83,6 +108,7 @@ struct AttentionArgs {
   bool early_kv;              // decode: keys this step does not write are loaded before pdl_wait (Context)
   bool no_math;               // diagnostic (HELIUM_CUDA_OMIT=attn_math): decode streams K/V, computes nothing
   L2Prefetch prefetch;        // decode: pulled into the L2 by the partition blocks (for the next op)
+  FusedPrologue fused;        // decode with the prologue fused (the kernel's kFused instances) only
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -111,16 +137,30 @@ __device__ __forceinline__ RowKeys row_keys(const AttentionArgs& a, int row) {
   return {a.block_tables + static_cast<int64_t>(table) * a.max_pages, n_prefix, mask, n_keys};
 }
 
-// Cache slot of the key at logical position `i` < n_keys of a row.
-__device__ __forceinline__ int64_t key_slot(const AttentionArgs& a, const RowKeys& r, int i) {
+// Cache slot of the key at logical position `i` < n_keys of a row. With `writer`, also the batch row that
+// writes that slot in this step (-1: an earlier step wrote it): a tree key's own row, or, for a prefix key
+// among the last `rows` positions (the only ones a step writes, AttentionLayout), the row whose write slot
+// it is.
+__device__ __forceinline__ int64_t key_slot(const AttentionArgs& a, const RowKeys& r, int i, int* writer = nullptr) {
   int64_t slot;
   if (i < r.n_prefix) {
     const int page = r.table[i / a.page_size];
     slot = static_cast<int64_t>(page) * a.page_size + i % a.page_size;
+    if (writer != nullptr) {
+      *writer = -1;
+      if (i >= r.n_prefix - a.rows)
+        for (int j = 0; j < a.rows; ++j)
+          if (a.write_slots[j] == slot) {
+            *writer = j;
+            break;
+          }
+    }
   } else {
     uint64_t m = r.mask;  // the (i - n_prefix)-th set bit, counting from the lowest
     for (int k = i - r.n_prefix; k > 0; --k) m &= m - 1;
-    slot = a.write_slots[__ffsll(static_cast<long long>(m)) - 1];
+    const int j = __ffsll(static_cast<long long>(m)) - 1;
+    slot = a.write_slots[j];
+    if (writer != nullptr) *writer = j;
   }
   require(slot >= 0 && slot < a.cache_slots);
   return slot;
@@ -237,7 +277,14 @@ __device__ __forceinline__ float warp_sum(float v) {
 //   max / exp / l: per head, lane i of a warp takes keys i, i + 32, ... in order, then a butterfly;
 //   acc: each lane group sums its keys in increasing position, then the kKeySlots groups are summed in
 //   group order through shared memory.
-template <typename T, int kHeadDim, int kGroup, int kRingStages>
+//
+// kFused (attention_with_prologue, FusedPrologue): the block also does the q/k prologue's work that it
+// needs — its query heads normalised and rotated into shared memory, the keys this step writes computed
+// from the projection's k and v where the ring would have loaded them (with the prologue's arithmetic,
+// elementwise.cuh, rounded to the cache's dtype: the bits the cache gets) — and block (part 0, first pass)
+// writes the row's K/V; with FusedPrologue::merge the last partition block of the group merges
+// (merge_in_block). Every sum above is unchanged.
+template <typename T, int kHeadDim, int kGroup, int kRingStages, bool kFused = false>
 struct DecodeTraits {
   static constexpr int kStages = kRingStages;
   static constexpr int kElems = kGroup == 8 ? 8 : 16;  // cache elements per lane per key
@@ -263,18 +310,162 @@ struct DecodeTraits {
   static constexpr size_t kRingBytes = size_t{kStages} * kDecodeStageBytes;
   static constexpr size_t kScoreBytes = size_t{kDecodePartitionKeys} * kGroup * 4;
   static constexpr size_t kSlotBytes = size_t{kDecodePartitionKeys} * 8;
-  static constexpr size_t kSmemBytes = kRingBytes + kScoreBytes + kSlotBytes + 2 * kGroup * 4;
+  static constexpr size_t kMlBytes = 2 * kGroup * 4;
+  // kFused: each batch row's k scale, the query heads' scales (8 at most), the merge flag.
+  static constexpr size_t kFusedBytes = kFused ? size_t{kMaxDecodeRows} * 4 + 8 * 4 + 16 : 0;
+  static constexpr size_t kSmemBytes = kRingBytes + kScoreBytes + kSlotBytes + kMlBytes + kFusedBytes;
+  // The fused prologue stages the queries in the score area (kGroup * kHeadDim floats) before any score.
+  static_assert(!kFused || size_t{kGroup} * kHeadDim * 4 <= kScoreBytes);
 };
 
 // Resident blocks per multiprocessor: 3 with the 4-stage ring (about 70 KB of shared memory each), 4 with
 // the 3-stage one (about 54 KB). The kernel's launch bounds and the launcher's wave counts both use it.
 constexpr int decode_blocks_per_sm(int stages) { return stages == 3 ? 4 : 3; }
 
-template <typename T, int kHeadDim, int kGroup, int kStages>
+// The most partitions merge_in_block takes: its (m, l) pairs live in the score area.
+constexpr int kMaxFusedMergePartitions = kDecodePartitionKeys / 2;
+
+// The merge of one (row, head group)'s partitions by the block that finished last, with exactly the
+// arithmetic of attention_decode_merge (the same weights, slices and orders, so the same bits): the
+// group's (m, l) pairs into the score area, then its partials through the (drained) ring a chunk of
+// partitions at a time, each thread summing kMergePerThread (head, slice, 4 dims) items, then the slice
+// sums in slice order. Not inlined, its arguments by value: inlined, its accumulators added to the
+// partition kernel's register pressure (spills in the 3-stage instances).
+template <typename Tr, int kHeadDim, int kGroup>
+__device__ __noinline__ void merge_in_block(const float2* partial_ml, const float* partial_acc, float* out_rows,
+                                            int n_heads, int n_partitions, int row, int head0, int parts,
+                                            uint8_t* smem, float* s_score, float* s_inv) {
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  // attention_decode_merge's slices (its kVec is 4 for every tuned head_dim).
+  static_assert(kHeadDim % 4 == 0);
+  constexpr int kVecs = kHeadDim / 4;
+  constexpr int kSlices = kVecs >= kMergeThreads ? 1 : kMergeThreads / kVecs;
+  constexpr int kItems = kGroup * kSlices * kVecs;  // (head, slice, 4 dims)
+  constexpr int kPerThread = (kItems + kDecodeThreads - 1) / kDecodeThreads;
+  static_assert(size_t{kGroup} * kSlices * kHeadDim * 4 <= Tr::kRingBytes);  // the slice sums
+  const int64_t base = (static_cast<int64_t>(row) * n_heads + head0) * n_partitions;  // head g: + g * n_partitions
+  float* s_w = s_score;                  // [kGroup][parts] m_p, then w_p
+  float* s_lp = s_score + kGroup * parts;  // [kGroup][parts] l_p
+  for (int i = tid; i < kGroup * parts; i += kDecodeThreads) {
+    const int g = i / parts, p = i % parts;
+    const float2 ml = __ldcg(partial_ml + base + static_cast<int64_t>(g) * n_partitions + p);
+    s_w[i] = ml.x;
+    s_lp[i] = ml.y;
+  }
+  __syncthreads();
+  for (int g = warp; g < kGroup; g += kDecodeThreads / 32) {
+    float m = -INFINITY;  // a max: exact in any order
+    for (int p = lane; p < parts; p += 32) m = fmaxf(m, s_w[g * parts + p]);
+    m = warp_max(m);
+    for (int p = lane; p < parts; p += 32) s_w[g * parts + p] = expf(s_w[g * parts + p] - m);
+    __syncwarp();
+    if (lane == 0) {
+      float l = 0.0f;
+      for (int p = 0; p < parts; ++p) l = __fmaf_rn(s_lp[g * parts + p], s_w[g * parts + p], l);
+      s_inv[g] = 1.0f / l;
+    }
+  }
+  __syncthreads();
+
+  float sum[kPerThread][4];
+#pragma unroll
+  for (int r = 0; r < kPerThread; ++r)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) sum[r][e] = 0.0f;
+  float* stage = reinterpret_cast<float*>(smem);  // [kGroup][chunk partitions][kHeadDim]
+  const int chunk = static_cast<int>(Tr::kRingBytes / (size_t{kGroup} * kHeadDim * 4));
+  for (int pc = 0; pc < parts; pc += chunk) {
+    const int cn = min(chunk, parts - pc);
+    for (int i = tid; i < kGroup * cn * kVecs; i += kDecodeThreads) {
+      const int g = i / (cn * kVecs), pp = (i / kVecs) % cn, v = i % kVecs;
+      cp_async_16(stage + (g * cn + pp) * kHeadDim + v * 4,
+                  partial_acc + (base + static_cast<int64_t>(g) * n_partitions + pc + pp) * kHeadDim + v * 4, true);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < kPerThread; ++r) {
+      const int it = tid + r * kDecodeThreads;
+      if (it >= kItems) break;
+      const int g = it / (kSlices * kVecs), sl = (it / kVecs) % kSlices, v = it % kVecs;
+      // This slice's partitions in the chunk, in increasing order: p ≡ sl (mod kSlices).
+      for (int p = pc + (sl - pc % kSlices + kSlices) % kSlices; p < pc + cn; p += kSlices) {
+        const float4 x = *reinterpret_cast<const float4*>(stage + (g * cn + p - pc) * kHeadDim + v * 4);
+        const float w = s_w[g * parts + p];
+        sum[r][0] = __fmaf_rn(x.x, w, sum[r][0]);
+        sum[r][1] = __fmaf_rn(x.y, w, sum[r][1]);
+        sum[r][2] = __fmaf_rn(x.z, w, sum[r][2]);
+        sum[r][3] = __fmaf_rn(x.w, w, sum[r][3]);
+      }
+    }
+    __syncthreads();  // the stage is rewritten by the next chunk (or by the slice sums)
+  }
+  float* s_slice = stage;  // [kGroup][kSlices][kHeadDim]
+#pragma unroll
+  for (int r = 0; r < kPerThread; ++r) {
+    const int it = tid + r * kDecodeThreads;
+    if (it >= kItems) break;
+    const int g = it / (kSlices * kVecs), sl = (it / kVecs) % kSlices, v = it % kVecs;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s_slice[(g * kSlices + sl) * kHeadDim + v * 4 + e] = sum[r][e];
+  }
+  __syncthreads();
+  float* out = out_rows + (static_cast<int64_t>(row) * n_heads + head0) * kHeadDim;
+  for (int o = tid; o < kGroup * kHeadDim; o += kDecodeThreads) {
+    const int g = o / kHeadDim, d = o % kHeadDim;
+    float total = 0.0f;
+    for (int sl = 0; sl < kSlices; ++sl) total = __fadd_rn(total, s_slice[(g * kSlices + sl) * kHeadDim + d]);
+    out[o] = __fmul_rn(total, s_inv[g]);
+  }
+}
+
+// A key of this step, one 16-byte piece (kVec elements from d0) of its K (normalised and rotated) or V,
+// computed from x, the projection's output of the writer's head, and rounded to the cache's dtype. Not
+// inlined, its arguments by value: only a step's own keys take it, and inlined (with sincosf's slow
+// path) into the kernel it multiplied the kernel's code and registers.
+template <typename T>
+__device__ __forceinline__ void fresh_piece(const float* x, int d0, bool is_v, const void* k_norm, DType norm_dtype,
+                                         float scale, float pos, const float* inv_freq, int half, float scaling, T* dst) {
+  constexpr int kVec = CacheElem<T>::kPer16Bytes;
+  float f[kVec];
+#pragma unroll
+  for (int e = 0; e < kVec; ++e)
+    f[e] = is_v ? x[d0 + e] : norm_rope_element(x, d0 + e, k_norm, norm_dtype, scale, pos, inv_freq, half, scaling);
+  if constexpr (sizeof(T) == 2) {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = pack_bf16x2(f[2 * i], f[2 * i + 1]);
+    *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else {
+    *reinterpret_cast<float4*>(dst) = make_float4(f[0], f[1], f[2], f[3]);
+  }
+}
+
+// kFused: block (part 0, first head pass) of each row writes the row's K/V of its KV head into the cache
+// (the prologue's values with store_cache's rounding: what qk_norm_rope_kv_write stores).
+template <typename T, int kHeadDim>
+__device__ __forceinline__ void write_row_kv(const AttentionArgs& a, int row, int kv_head, float k_scale) {
+  const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * kHeadDim;
+  const int64_t src = row * kv_dim + static_cast<int64_t>(kv_head) * kHeadDim;
+  const int64_t slot = a.write_slots[row];
+  require(slot >= 0 && slot < a.cache_slots);
+  const int64_t dst = slot * kv_dim + static_cast<int64_t>(kv_head) * kHeadDim;
+  const float pos = static_cast<float>(a.fused.positions[row]);
+  constexpr bool kBf16 = sizeof(T) == 2;
+  for (int d = threadIdx.x; d < kHeadDim; d += kDecodeThreads) {
+    store_cache(a.fused.k_cache, kBf16, dst + d,
+                norm_rope_element(a.fused.k + src, d, a.fused.k_norm, a.fused.norm_dtype, k_scale, pos, a.fused.inv_freq,
+                                  a.fused.half, a.fused.rope_scaling));
+    store_cache(a.fused.v_cache, kBf16, dst + d, a.fused.v[src + d]);
+  }
+}
+
+template <typename T, int kHeadDim, int kGroup, int kStages, bool kFused>
 __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     attention_decode_partition(const AttentionArgs a) {
-  pdl_launch_dependents();  // the next kernel may start its own independent loads
-  using Tr = DecodeTraits<T, kHeadDim, kGroup, kStages>;
+  if (!kFused || a.fused.early_trigger) pdl_launch_dependents();  // the next kernel may start its own independent loads
+  using Tr = DecodeTraits<T, kHeadDim, kGroup, kStages, kFused>;
   extern __shared__ __align__(16) uint8_t smem[];
   T* s_ring = reinterpret_cast<T*>(smem);                               // [stages][chunk keys][head_dim]
   float* s_red = reinterpret_cast<float*>(smem);                        // after the ring is drained
@@ -282,6 +473,10 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
   int64_t* s_offset = reinterpret_cast<int64_t*>(smem + Tr::kRingBytes + Tr::kScoreBytes);  // [key]
   float* s_m = reinterpret_cast<float*>(smem + Tr::kRingBytes + Tr::kScoreBytes + Tr::kSlotBytes);
   float* s_l = s_m + kGroup;
+  // kFused: each batch row's k scale (the rows whose keys this block computes), the query heads' scales.
+  float* s_kscale = s_l + kGroup;             // [kMaxDecodeRows]
+  float* s_qscale = s_kscale + kMaxDecodeRows;  // [8]
+  int* s_flag = reinterpret_cast<int*>(s_qscale + 8);
 
   // Head groups vary fastest in the grid: the blocks resident together read all the KV heads of the same
   // keys, so each key's whole K (and V) row of the cache (n_kv_heads · head_dim values) is fetched at about
@@ -293,26 +488,57 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
   const RowKeys rk = row_keys(a, row);
   const int part_keys = partition_keys(rk.n_keys, a.small_end, a.medium_end);
   const int p0 = part * part_keys;
-  if (p0 >= rk.n_keys) return;  // past this row's keys: the grid covers layout.max_keys
-  const int n = min(part_keys, rk.n_keys - p0);
   const int tid = threadIdx.x;
+  const bool writes_kv = kFused && part == 0 && blockIdx.x % passes == 0;
+  if (p0 >= rk.n_keys) {  // past this row's keys: the grid covers layout.max_keys
+    if constexpr (kFused) {
+      if (part == 0) {  // a row without keys: its K/V still go into the cache, and its output is zeros
+        pdl_wait();
+        if (writes_kv) {
+          if (tid < 32) {
+            const float scale = a.fused.k_norm == nullptr
+                                    ? 0.0f
+                                    : rms_scale_warp_of(a.fused.k + static_cast<int64_t>(row) * a.n_kv_heads * kHeadDim +
+                                                            static_cast<int64_t>(kv_head) * kHeadDim,
+                                                        kHeadDim, a.fused.eps);
+            if (tid == 0) s_kscale[row] = scale;
+          }
+          __syncthreads();
+          write_row_kv<T, kHeadDim>(a, row, kv_head, s_kscale[row]);
+        }
+        float* out = a.out + (static_cast<int64_t>(row) * a.n_heads + head0) * kHeadDim;
+        for (int o = tid; o < kGroup * kHeadDim; o += kDecodeThreads) out[o] = 0.0f;
+      }
+    }
+    return;
+  }
+  const int n = min(part_keys, rk.n_keys - p0);
   const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * kHeadDim;
   // The layout (block tables, lengths, masks, slots) is uploaded before the step: read before the wait.
-  for (int i = tid; i < n; i += kDecodeThreads) s_offset[i] = key_slot(a, rk, p0 + i) * kv_dim + kv_head * kHeadDim;
+  // kFused: a key this step writes gets -1 - (its writer's batch row) instead of an offset.
+  for (int i = tid; i < n; i += kDecodeThreads) {
+    int writer = -1;
+    const int64_t slot = key_slot(a, rk, p0 + i, kFused ? &writer : nullptr);
+    s_offset[i] = writer >= 0 ? -1 - writer : slot * kv_dim + kv_head * kHeadDim;
+  }
   __syncthreads();  // s_offset
   // Keys [0, stable) of the partition were written by earlier steps (AttentionLayout: a step writes only the
   // last `rows` positions of a prefix, and tree slots), so with early_kv the first chunks' pieces of them are
   // loaded before the wait, while the previous kernel (the q/k prologue that writes this step's keys) runs.
+  // kFused: every key but the step's own (which no kernel has written yet) is such a key.
   const int stable = a.early_kv ? max(0, min(n, rk.n_prefix - a.rows - p0)) : 0;
+  // kFused: the keys that may be the step's own, [fresh0, n).
+  const int fresh0 = kFused ? max(0, min(n, rk.n_prefix - a.rows - p0)) : n;
 
   const int lane_k = tid % Tr::kLanesPerKey, key_group = tid / Tr::kLanesPerKey;
 
   const int n_chunks = (n + Tr::kChunkKeys - 1) / Tr::kChunkKeys;
   const int total_chunks = 2 * n_chunks;  // K chunks, then V chunks
   const uint64_t policy = evict_first_policy();
-  // Chunk c's pieces into its ring stage: every piece (kAll), the pieces of keys [0, stable) (kStable), or
-  // the others (kFresh: plain L2 loads and shared stores, so that the commit groups stay one per chunk;
-  // keys past n are zero-filled).
+  // Chunk c's pieces into its ring stage: every piece (kAll), the pieces loaded before the wait (kStable:
+  // keys [0, stable); kFused: every key the step does not write), or the others (kFresh: plain L2 loads and
+  // shared stores, so that the commit groups stay one per chunk; keys past n are zero-filled; kFused: the
+  // step's own keys, computed).
   enum Pieces { kAll, kStable, kFresh };
   auto issue_chunk = [&](int c, Pieces which) {
     const bool is_v = c >= n_chunks;
@@ -324,13 +550,37 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
       const int piece = j * kDecodeThreads + tid;
       const int kr = piece / Tr::kPiecesPerKey, pc = piece % Tr::kPiecesPerKey;
       const int key = key0 + kr;
-      if (which != kAll && (key < stable) != (which == kStable)) continue;
       const bool valid = key < n;
-      const T* src = valid ? cache + s_offset[key] + pc * Tr::kVec : cache;
       T* dst = stage + kr * kHeadDim + pc * Tr::kVec;
-      if (which == kFresh) *reinterpret_cast<uint4*>(dst) = valid ? __ldcg(reinterpret_cast<const uint4*>(src)) : uint4{};
-      else if (a.evict_first) cp_async_16(dst, src, valid, policy);
-      else cp_async_16(dst, src, valid);
+      if constexpr (kFused) {  // the step's own keys: fresh_keys below
+        const int64_t offset = valid ? s_offset[key] : 0;
+        if (which == kFresh || offset < 0) continue;
+        const T* src = valid ? cache + offset + pc * Tr::kVec : cache;
+        if (a.evict_first) cp_async_16(dst, src, valid, policy);
+        else cp_async_16(dst, src, valid);
+      } else {
+        if (which != kAll && (key < stable) != (which == kStable)) continue;
+        const T* src = valid ? cache + s_offset[key] + pc * Tr::kVec : cache;
+        if (which == kFresh) *reinterpret_cast<uint4*>(dst) = valid ? __ldcg(reinterpret_cast<const uint4*>(src)) : uint4{};
+        else if (a.evict_first) cp_async_16(dst, src, valid, policy);
+        else cp_async_16(dst, src, valid);
+      }
+    }
+    if constexpr (kFused) {
+      // The pieces of the step's own keys among the chunk's (all in [fresh0, n)), computed into the stage
+      // with plain shared stores (no commit group of their own).
+      const int first = max(key0, fresh0), last = min(key0 + Tr::kChunkKeys, n);
+      if (which == kStable || first >= last) return;
+      for (int piece = tid; piece < (last - first) * Tr::kPiecesPerKey; piece += kDecodeThreads) {
+        const int key = first + piece / Tr::kPiecesPerKey, pc = piece % Tr::kPiecesPerKey;
+        const int64_t offset = s_offset[key];
+        if (offset >= 0) continue;
+        const int writer = static_cast<int>(-1 - offset);
+        const float* x = (is_v ? a.fused.v : a.fused.k) + writer * kv_dim + static_cast<int64_t>(kv_head) * kHeadDim;
+        fresh_piece<T>(x, pc * Tr::kVec, is_v, a.fused.k_norm, a.fused.norm_dtype, s_kscale[writer],
+                       static_cast<float>(a.fused.positions[writer]), a.fused.inv_freq, a.fused.half,
+                       a.fused.rope_scaling, stage + (key - key0) * kHeadDim + pc * Tr::kVec);
+      }
     }
   };
   if (a.early_kv) {
@@ -341,6 +591,43 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     }
   }
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+  float* s_q = s_score;  // kFused: the block's query heads, normalised and rotated (before any score)
+  if constexpr (kFused) {
+    // The RMS scales this block needs, a warp each: its query heads', then those of the rows whose keys
+    // it computes (and, for the block that writes them, the row's own).
+    const int warp = tid / 32;
+    const bool normed = a.fused.q_norm != nullptr;
+    const int q_tasks = normed ? kGroup : 0;
+    const int tasks = normed ? q_tasks + (n - fresh0) + (writes_kv ? 1 : 0) : 0;
+    for (int t = warp; t < tasks; t += kDecodeThreads / 32) {
+      if (t < q_tasks) {
+        const float scale = rms_scale_warp_of(a.q + (static_cast<int64_t>(row) * a.n_heads + head0 + t) * kHeadDim,
+                                              kHeadDim, a.fused.eps);
+        if (tid % 32 == 0) s_qscale[t] = scale;
+        continue;
+      }
+      const int i = fresh0 + t - q_tasks;
+      int j = row;  // i == n: the row's own K/V, which this block writes
+      if (i < n) {
+        if (s_offset[i] >= 0) continue;
+        j = static_cast<int>(-1 - s_offset[i]);
+      }
+      const float scale =
+          rms_scale_warp_of(a.fused.k + static_cast<int64_t>(j) * kv_dim + static_cast<int64_t>(kv_head) * kHeadDim,
+                            kHeadDim, a.fused.eps);
+      if (tid % 32 == 0) s_kscale[j] = scale;
+    }
+    __syncthreads();
+    const float pos = static_cast<float>(a.fused.positions[row]);
+    for (int o = tid; o < kGroup * kHeadDim; o += kDecodeThreads) {
+      const int g = o / kHeadDim;
+      s_q[o] = norm_rope_element(a.q + (static_cast<int64_t>(row) * a.n_heads + head0 + g) * kHeadDim, o % kHeadDim,
+                                 a.fused.q_norm, a.fused.norm_dtype, normed ? s_qscale[g] : 0.0f, pos,
+                                 a.fused.inv_freq, a.fused.half, a.fused.rope_scaling);
+    }
+    if (writes_kv) write_row_kv<T, kHeadDim>(a, row, kv_head, normed ? s_kscale[row] : 0.0f);
+    __syncthreads();  // s_q
+  }
 #pragma unroll
   for (int c = 0; c < Tr::kStages - 1; ++c) {
     if (c < total_chunks) issue_chunk(c, a.early_kv ? kFresh : kAll);
@@ -351,7 +638,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
   float qf[kGroup][Tr::kElems];
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
-    const float* qh = a.q + (static_cast<int64_t>(row) * a.n_heads + head0 + g) * kHeadDim;
+    const float* qh = kFused ? s_q + g * kHeadDim : a.q + (static_cast<int64_t>(row) * a.n_heads + head0 + g) * kHeadDim;
 #pragma unroll
     for (int v = 0; v < Tr::kLoads; ++v) {
 #pragma unroll
@@ -365,7 +652,6 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
       }
     }
   }
-
   // Waits for chunk c (issuing chunk c + Tr::kStages - 1 first) and returns its stage.
   auto begin_chunk = [&](int c) -> const T* {
     if (c + Tr::kStages - 1 < total_chunks) issue_chunk(c + Tr::kStages - 1, kAll);
@@ -482,6 +768,9 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     }
     __syncthreads();  // the stage is free for chunk c + Tr::kStages
   }
+  if constexpr (kFused) {
+    if (!a.fused.early_trigger) pdl_launch_dependents();  // every K/V load of this block has landed
+  }
   cp_async_wait<0>();  // only empty groups remain; keeps the ring idle before s_red reuses it
   __syncthreads();
 
@@ -503,6 +792,26 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     a.partial_acc[(part_index + static_cast<int64_t>(g) * a.n_partitions) * kHeadDim + d] = sum;
   }
   if (tid < kGroup) a.partial_ml[part_index + static_cast<int64_t>(tid) * a.n_partitions] = make_float2(s_m[tid], s_l[tid]);
+  if constexpr (kFused) {
+    if (!a.fused.merge) return;
+    // The last of the group's partition blocks merges: every block publishes its partials (fence), then
+    // counts itself; the block that brings the count to the row's partition count resets it for the next
+    // launch and, after a fence of its own, reads the others' partials.
+    const int parts = partition_count(rk.n_keys, a.small_end, a.medium_end);
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+      int* counter = a.fused.counters + static_cast<int64_t>(row) * gridDim.x + blockIdx.x;
+      const bool last = atomicAdd(counter, 1) == parts - 1;
+      if (last) *counter = 0;
+      *s_flag = last;
+    }
+    __syncthreads();
+    if (*s_flag == 0) return;
+    __threadfence();
+    merge_in_block<Tr, kHeadDim, kGroup>(a.partial_ml, a.partial_acc, a.out, a.n_heads, a.n_partitions, row, head0, parts,
+                                         smem, s_score, s_m);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -701,14 +1010,14 @@ __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const At
       for (int j = 0; j < kBatch; ++j) {
         const int p = p0 + j * slices;
         if (p >= parts) break;
-        const float w = s_w[p];
+        const float w = s_w[p];  // explicit FMAs: merge_in_block (the fused kernel's merge) does the same
         if constexpr (kVec == 4) {
-          sum[0] += xs[j].x * w;
-          sum[1] += xs[j].y * w;
-          sum[2] += xs[j].z * w;
-          sum[3] += xs[j].w * w;
+          sum[0] = __fmaf_rn(xs[j].x, w, sum[0]);
+          sum[1] = __fmaf_rn(xs[j].y, w, sum[1]);
+          sum[2] = __fmaf_rn(xs[j].z, w, sum[2]);
+          sum[3] = __fmaf_rn(xs[j].w, w, sum[3]);
         } else {
-          sum[0] += xs[j] * w;
+          sum[0] = __fmaf_rn(xs[j], w, sum[0]);
         }
       }
     }
@@ -717,13 +1026,13 @@ __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const At
   }
   float l = 0.0f;
 #pragma unroll 8
-  for (int p = 0; p < parts; ++p) l += s_l[p] * s_w[p];
+  for (int p = 0; p < parts; ++p) l = __fmaf_rn(s_l[p], s_w[p], l);
   const float inv = 1.0f / l;
   __syncthreads();
   for (int d = tid; d < d_max; d += kMergeThreads) {
     float sum = 0.0f;
-    for (int sl = 0; sl < slices; ++sl) sum += s_slice[sl * d_max + d];
-    out[d] = sum * inv;
+    for (int sl = 0; sl < slices; ++sl) sum = __fadd_rn(sum, s_slice[sl * d_max + d]);
+    out[d] = __fmul_rn(sum, inv);
   }
 }
 
@@ -1008,10 +1317,10 @@ bool tuned_head_dim(int d) { return d == 16 || d == 32 || d == 64 || d == 128 ||
 // Query heads per decode block: the largest of 8, 4, 2, 1 dividing the GQA group.
 int decode_heads_per_block(int group) { return group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1; }
 
-template <typename T, int kHeadDim, int kGroup, int kStages>
+template <typename T, int kHeadDim, int kGroup, int kStages, bool kFused>
 void launch_decode_partition_stages(const Context& c, const AttentionArgs& a) {
-  using Tr = DecodeTraits<T, kHeadDim, kGroup, kStages>;
-  auto kernel = attention_decode_partition<T, kHeadDim, kGroup, kStages>;
+  using Tr = DecodeTraits<T, kHeadDim, kGroup, kStages, kFused>;
+  auto kernel = attention_decode_partition<T, kHeadDim, kGroup, kStages, kFused>;
   HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(Tr::kSmemBytes)));
   const dim3 grid(a.n_kv_heads * (a.group / kGroup), a.n_partitions, a.rows);
@@ -1029,7 +1338,7 @@ void launch_decode_partition_stages(const Context& c, const AttentionArgs& a) {
 // wave, and its early loads take the memory from the prologue it waits for. H200, Qwen3-8B shape
 // (docs/benchmarks.md, ninth session), decode tok/s with early loads in every grid / none: 1K 207.0 /
 // 205.4-205.7 (128 blocks, one wave), 32K 163.3-163.6 / 164.6-164.7 (1,024 blocks, two waves).
-template <typename T, int kHeadDim, int kGroup>
+template <typename T, int kHeadDim, int kGroup, bool kFused>
 void launch_decode_partition(const Context& c, const AttentionArgs& a) {
   const int64_t blocks = int64_t{a.n_kv_heads} * (a.group / kGroup) * a.n_partitions * a.rows;
   int stages = c.attention_stages;
@@ -1037,37 +1346,39 @@ void launch_decode_partition(const Context& c, const AttentionArgs& a) {
     stages = c.sm_count > 0 && blocks > int64_t{decode_blocks_per_sm(kDecodeStages)} * c.sm_count ? 3 : kDecodeStages;
   AttentionArgs b = a;
   b.early_kv = a.early_kv && c.sm_count > 0 && blocks <= int64_t{decode_blocks_per_sm(stages)} * c.sm_count;
-  if (stages == 3) launch_decode_partition_stages<T, kHeadDim, kGroup, 3>(c, b);
-  else launch_decode_partition_stages<T, kHeadDim, kGroup, kDecodeStages>(c, b);
+  if (stages == 3) launch_decode_partition_stages<T, kHeadDim, kGroup, 3, kFused>(c, b);
+  else launch_decode_partition_stages<T, kHeadDim, kGroup, kDecodeStages, kFused>(c, b);
 }
 
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, bool kFused>
 void launch_decode_partition_dim(const Context& c, const AttentionArgs& a) {
   switch (decode_heads_per_block(a.group)) {
-    case 8: return launch_decode_partition<T, kHeadDim, 8>(c, a);
-    case 4: return launch_decode_partition<T, kHeadDim, 4>(c, a);
-    case 2: return launch_decode_partition<T, kHeadDim, 2>(c, a);
-    default: return launch_decode_partition<T, kHeadDim, 1>(c, a);
+    case 8: return launch_decode_partition<T, kHeadDim, 8, kFused>(c, a);
+    case 4: return launch_decode_partition<T, kHeadDim, 4, kFused>(c, a);
+    case 2: return launch_decode_partition<T, kHeadDim, 2, kFused>(c, a);
+    default: return launch_decode_partition<T, kHeadDim, 1, kFused>(c, a);
   }
 }
 
-template <typename T>
+// Decode: the partition kernel (kFused: with the q/k prologue, attention_with_prologue), then the merge
+// unless the fused kernel merges itself (a.fused.merge).
+template <typename T, bool kFused = false>
 void launch_decode(const Context& c, const AttentionArgs& a, bool tuned) {
   if (c.omit & kOmitAttention) {
   } else if (tuned) {
     switch (a.head_dim) {
-      case 16: launch_decode_partition_dim<T, 16>(c, a); break;
-      case 32: launch_decode_partition_dim<T, 32>(c, a); break;
-      case 64: launch_decode_partition_dim<T, 64>(c, a); break;
-      case 128: launch_decode_partition_dim<T, 128>(c, a); break;
-      default: launch_decode_partition_dim<T, 256>(c, a); break;
+      case 16: launch_decode_partition_dim<T, 16, kFused>(c, a); break;
+      case 32: launch_decode_partition_dim<T, 32, kFused>(c, a); break;
+      case 64: launch_decode_partition_dim<T, 64, kFused>(c, a); break;
+      case 128: launch_decode_partition_dim<T, 128, kFused>(c, a); break;
+      default: launch_decode_partition_dim<T, 256, kFused>(c, a); break;
     }
   } else {
     const dim3 grid(a.n_partitions, a.n_heads, a.rows);
     launch(c, attention_decode_partition_generic<T>, grid, kGenericThreads, 0, a);
   }
   HELIUM_CUDA_CHECK(cudaGetLastError());
-  if (c.omit & kOmitMerge) return;
+  if ((c.omit & kOmitMerge) || (kFused && a.fused.merge)) return;
   const dim3 grid(a.n_heads, a.rows);
   const size_t smem = merge_smem_bytes(a.n_partitions, a.head_dim);
   if (merge_vec(a.head_dim) == 4) launch(c, attention_decode_merge<4>, grid, kMergeThreads, smem, a);
@@ -1131,9 +1442,19 @@ size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, i
                              (max_head_dim + 2));
 }
 
-void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-               const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out,
-               const L2Prefetch& during) {
+namespace {
+
+// The op entry's checks and the kernels' arguments, shared by attention and attention_with_prologue: rows
+// <= kMaxDecodeRows take the split-KV decode path (decode set), others the prefill tiles; tuned: the head
+// dim and alignments of the tuned kernels.
+struct AttentionCall {
+  AttentionArgs args;
+  bool decode = false, tuned = false, bf16_cache = false;
+};
+
+AttentionCall prepare_attention(const Context& c, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out,
+                                const L2Prefetch& during) {
   constexpr const char* op = "attention";
   HELIUM_CUDA_REQUIRE(op, shape.n_heads > 0 && shape.n_kv_heads > 0 && shape.n_heads % shape.n_kv_heads == 0);
   HELIUM_CUDA_REQUIRE(op, shape.head_dim > 0 && shape.head_dim <= kGenericMaxHeadDim);
@@ -1145,7 +1466,10 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
   const int64_t rows = rows_of(q);
   HELIUM_CUDA_REQUIRE(op, cols_of(q) == q_dim && rows_of(out) == rows && cols_of(out) == q_dim);
   HELIUM_CUDA_REQUIRE(op, cols_of(k_cache) == kv_dim && cols_of(v_cache) == kv_dim && rows_of(k_cache) == rows_of(v_cache));
-  if (rows == 0) return;
+  AttentionCall call;
+  AttentionArgs& a = call.args;
+  a.rows = static_cast<int>(rows);
+  if (rows == 0) return call;
   HELIUM_CUDA_REQUIRE(op, q.data != nullptr && out.data != nullptr && k_cache.data != nullptr && v_cache.data != nullptr);
   HELIUM_CUDA_REQUIRE(op, !overlaps(out, q) && !overlaps(out, k_cache) && !overlaps(out, v_cache));
   HELIUM_CUDA_REQUIRE(op, layout.page_size > 0);
@@ -1159,9 +1483,8 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
   HELIUM_CUDA_REQUIRE(op, !tree || (layout.tree_masks.dtype == DType::I64 && layout.tree_masks.numel() >= rows &&
                                     layout.write_slots.dtype == DType::I32 && layout.write_slots.numel() >= rows &&
                                     layout.write_slots.data != nullptr));
-  const bool decode = rows <= kMaxDecodeRows;
+  call.decode = rows <= kMaxDecodeRows;
 
-  AttentionArgs a{};
   a.q = q.as<float>();
   a.k_cache = k_cache.data;
   a.v_cache = v_cache.data;
@@ -1171,7 +1494,6 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
   a.prefix_lens = layout.prefix_lens.as<int32_t>();
   a.tree_masks = tree ? layout.tree_masks.as<int64_t>() : nullptr;
   a.write_slots = tree ? layout.write_slots.as<int32_t>() : nullptr;
-  a.rows = static_cast<int>(rows);
   a.n_heads = shape.n_heads;
   a.n_kv_heads = shape.n_kv_heads;
   a.head_dim = shape.head_dim;
@@ -1183,10 +1505,10 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
   a.cache_slots = rows_of(k_cache);
   a.max_keys = std::numeric_limits<int>::max();
 
-  const bool bf16_cache = k_cache.dtype == DType::BF16;
-  const bool tuned = tuned_head_dim(shape.head_dim) && aligned16(q.data) && aligned16(k_cache.data) &&
-                     aligned16(v_cache.data) && aligned16(out.data);
-  if (decode) {
+  call.bf16_cache = k_cache.dtype == DType::BF16;
+  call.tuned = tuned_head_dim(shape.head_dim) && aligned16(q.data) && aligned16(k_cache.data) &&
+               aligned16(v_cache.data) && aligned16(out.data);
+  if (call.decode) {
     // The grid covers layout.max_keys positions (a host value: a captured graph keeps it), and blocks past
     // a row's keys exit at once. Sizing it from Context::max_context instead would make a 64-row step at
     // short contexts launch 64 x kv_heads x 128 mostly empty blocks per layer.
@@ -1212,12 +1534,74 @@ void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
     HELIUM_CUDA_REQUIRE(op, shape.head_dim % 2 == 0);
     a.partial_acc = c.attention_scratch;
     a.partial_ml = reinterpret_cast<float2*>(c.attention_scratch + partial_floats * shape.head_dim);
-    if (bf16_cache) launch_decode<bf16>(c, a, tuned);
-    else launch_decode<float>(c, a, tuned);
-  } else {
-    if (bf16_cache) launch_prefill<bf16>(c, a, tuned);
-    else launch_prefill<float>(c, a, tuned);
   }
+  return call;
+}
+
+}  // namespace
+
+void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+               const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out,
+               const L2Prefetch& during) {
+  const AttentionCall call = prepare_attention(c, q, k_cache, v_cache, shape, layout, out, during);
+  if (call.args.rows == 0) return;
+  if (call.decode) {
+    if (call.bf16_cache) launch_decode<bf16>(c, call.args, call.tuned);
+    else launch_decode<float>(c, call.args, call.tuned);
+  } else {
+    if (call.bf16_cache) launch_prefill<bf16>(c, call.args, call.tuned);
+    else launch_prefill<float>(c, call.args, call.tuned);
+  }
+}
+
+bool attention_with_prologue(const Context& c, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                             const Tensor& k_norm, float eps, const Tensor& positions, const Tensor& inv_freq,
+                             const RopeParams& rope, const Tensor& k_cache, const Tensor& v_cache,
+                             const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out,
+                             const L2Prefetch& during) {
+  const int64_t rows = rows_of(q);
+  if (!c.attention_fused || (c.omit & (kOmitPrologue | kOmitAttention)) != 0 || rows == 0 || rows > kMaxDecodeRows ||
+      c.attention_counters == nullptr || layout.write_slots.data == nullptr || rope.head_dim != shape.head_dim)
+    return false;
+  const char* op = "qk_norm_rope_attention";
+  // qk_norm_rope_kv_write's checks, then attention's (prepare_attention).
+  HELIUM_CUDA_REQUIRE(op, q.dtype == DType::F32 && k.dtype == DType::F32 && v.dtype == DType::F32);
+  HELIUM_CUDA_REQUIRE(op, positions.dtype == DType::I32 && inv_freq.dtype == DType::F32 &&
+                              layout.write_slots.dtype == DType::I32);
+  HELIUM_CUDA_REQUIRE(op, rope.rot_dim > 0 && rope.rot_dim % 2 == 0 && rope.rot_dim <= rope.head_dim);
+  HELIUM_CUDA_REQUIRE(op, (q_norm.data == nullptr) == (k_norm.data == nullptr));
+  HELIUM_CUDA_REQUIRE(op, q_norm.data == nullptr || (q_norm.numel() == rope.head_dim && k_norm.numel() == rope.head_dim &&
+                                                     q_norm.dtype == k_norm.dtype));
+  const int64_t kv_dim = int64_t{shape.n_kv_heads} * shape.head_dim;
+  HELIUM_CUDA_REQUIRE(op, positions.numel() == rows && layout.write_slots.numel() >= rows &&
+                              inv_freq.numel() == rope.rot_dim / 2);
+  HELIUM_CUDA_REQUIRE(op, k.numel() == rows * kv_dim && v.numel() == rows * kv_dim);
+  AttentionCall call = prepare_attention(c, q, k_cache, v_cache, shape, layout, out, during);
+  if (!call.tuned) return false;
+  // Every row's (row, head group) counter must exist: the grid's x extent is n_kv_heads · passes.
+  const int groups = shape.n_heads / decode_heads_per_block(shape.n_heads / shape.n_kv_heads);
+  if (int64_t{groups} * rows > c.attention_counter_count) return false;
+  AttentionArgs& a = call.args;
+  a.write_slots = layout.write_slots.as<int32_t>();
+  FusedPrologue& f = a.fused;
+  f.k = k.as<float>();
+  f.v = v.as<float>();
+  f.k_cache = k_cache.data;
+  f.v_cache = v_cache.data;
+  f.q_norm = q_norm.data;
+  f.k_norm = k_norm.data;
+  f.norm_dtype = q_norm.dtype;
+  f.eps = eps;
+  f.positions = positions.as<int32_t>();
+  f.inv_freq = inv_freq.as<float>();
+  f.half = rope.rot_dim / 2;
+  f.rope_scaling = rope.attention_scaling;
+  f.counters = c.attention_counters;
+  f.merge = a.n_partitions <= std::min(c.attention_fused_merge_max_partitions, kMaxFusedMergePartitions);
+  f.early_trigger = c.attention_fused_early_trigger;
+  if (call.bf16_cache) launch_decode<bf16, true>(c, a, true);
+  else launch_decode<float, true>(c, a, true);
+  return true;
 }
 
 }  // namespace helium::cuda

@@ -156,6 +156,16 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MATMUL_TRIGGER", "start", "end", impl->ctx.matmul_early_trigger));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_EARLY", "on", "off", impl->ctx.attention_early_kv));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_NORM_HANDOFF", "on", "off", impl->ctx.norm_handoff));
+  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_FUSED", "on", "off", impl->ctx.attention_fused));
+  HELIUM_RETURN_IF_ERROR(
+      read_switch("HELIUM_CUDA_ATTN_FUSED_TRIGGER", "start", "late", impl->ctx.attention_fused_early_trigger));
+  if (const char* m = std::getenv("HELIUM_CUDA_ATTN_FUSED_MERGE"); m != nullptr && *m) {
+    char* end = nullptr;
+    const long parts = std::strtol(m, &end, 10);
+    if (*end != '\0' || parts < 0 || parts > 128)
+      return Status::error(std::string("HELIUM_CUDA_ATTN_FUSED_MERGE must be a partition count, 0..128, not '") + m + "'");
+    impl->ctx.attention_fused_merge_max_partitions = static_cast<int>(parts);
+  }
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_PREFILL_FUSED", "on", "off", impl->ctx.prefill_fused));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_SWIGLU_STORE", "on", "off", impl->ctx.swiglu_store));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MMA_EVICT_FIRST", "on", "off", impl->ctx.mma_evict_first));
@@ -204,6 +214,12 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
                                                                   m.ctx.attention_small_end, m.ctx.attention_medium_end);
   HELIUM_ASSIGN_OR_RETURN(void* att, reserve(m.ctx.attention_scratch_floats * sizeof(float), "attention scratch"));
   m.ctx.attention_scratch = static_cast<float*>(att);
+  // The fused decode attention's counters (one per row and head group), zero between its launches.
+  m.ctx.attention_counter_count = int64_t{kMaxDecodeRows} * o.max_heads;
+  HELIUM_ASSIGN_OR_RETURN(void* counters, reserve(sizeof(int) * m.ctx.attention_counter_count, "attention counters"));
+  HELIUM_RETURN_IF_ERROR(cuda_status(cudaMemset(counters, 0, sizeof(int) * m.ctx.attention_counter_count),
+                                     "attention counters"));
+  m.ctx.attention_counters = static_cast<int*>(counters);
   m.ctx.argmax_capacity = std::max(o.max_rows, kMaxDecodeRows);
   HELIUM_ASSIGN_OR_RETURN(void* keys, reserve(sizeof(unsigned long long) * m.ctx.argmax_capacity, "argmax keys"));
   m.ctx.argmax_keys = static_cast<unsigned long long*>(keys);
@@ -414,6 +430,22 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor q, Tensor k, const Tensor& v, con
   if (impl_->ctx.omit & cuda::kOmitPrologue) return;
   cuda::qk_norm_rope_kv_write(impl_->ctx, q, k, v, q_norm, k_norm, eps, n_heads, n_kv_heads, positions, inv_freq, rope,
                               slots, k_cache, v_cache);
+}
+// One kernel for decode rows (cuda::attention_with_prologue: the attention blocks do the prologue's work);
+// otherwise the two ops. The same bits either way.
+void CudaBackend::qk_norm_rope_attention(Tensor q, Tensor k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
+                                         float eps, const Tensor& positions, const Tensor& inv_freq,
+                                         const RopeParams& rope, Tensor k_cache, Tensor v_cache,
+                                         const AttentionShape& shape, const AttentionLayout& layout, Tensor out) {
+  const cuda::L2Prefetch during = impl_->take_prefetch(impl_->ctx.prefetch_attention_bytes);
+  impl_->forget_hints();
+  if (cuda::attention_with_prologue(impl_->ctx, q, k, v, q_norm, k_norm, eps, positions, inv_freq, rope, k_cache,
+                                    v_cache, shape, layout, out, during))
+    return;
+  if (!(impl_->ctx.omit & cuda::kOmitPrologue))
+    cuda::qk_norm_rope_kv_write(impl_->ctx, q, k, v, q_norm, k_norm, eps, shape.n_heads, shape.n_kv_heads, positions,
+                                inv_freq, rope, layout.write_slots, k_cache, v_cache);
+  cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out, during);
 }
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, bool zero_centred, Tensor y) {
   impl_->forget_hints();

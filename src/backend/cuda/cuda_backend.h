@@ -89,6 +89,10 @@ class CudaBackend final : public Backend {
   void qk_norm_rope_kv_write(Tensor q, Tensor k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm, float eps,
                              int n_heads, int n_kv_heads, const Tensor& positions, const Tensor& inv_freq,
                              const RopeParams& rope, const Tensor& slots, Tensor k_cache, Tensor v_cache) override;
+  void qk_norm_rope_attention(Tensor q, Tensor k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                              const Tensor& positions, const Tensor& inv_freq, const RopeParams& rope, Tensor k_cache,
+                              Tensor v_cache, const AttentionShape& shape, const AttentionLayout& layout,
+                              Tensor out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, bool zero_centred, Tensor y) override;
   void rope(Tensor x, int heads, const Tensor& positions, const Tensor& inv_freq, const RopeParams& params) override;
   void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor k_cache, Tensor v_cache) override;

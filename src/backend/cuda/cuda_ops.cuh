@@ -95,6 +95,21 @@ struct Context {
   // of each prefix) before it waits for the previous kernel, the q/k prologue that writes the step's own
   // keys; off (HELIUM_CUDA_ATTN_EARLY=off): every load after the wait, for comparisons.
   bool attention_early_kv = true;
+  // Decode attention with the q/k prologue in its partition kernel (attention_with_prologue: per-head q/k
+  // norms, RoPE and the K/V cache write done by the attention blocks themselves, no prologue kernel before
+  // them); off (HELIUM_CUDA_ATTN_FUSED=off): the two kernels, for comparisons. The same bits either way.
+  bool attention_fused = true;
+  // With the prologue fused, the last partition block of each (row, head group) also merges the partials
+  // when a row has at most this many partitions (the merge kernel otherwise): one block then reads all of
+  // its heads' partials, which pays while they are few. HELIUM_CUDA_ATTN_FUSED_MERGE=N (0..128, 0: never).
+  int attention_fused_merge_max_partitions = 32;
+  // The fused kernel lets the next kernel launch at its start (true) or once a block has consumed its
+  // K/V (false; HELIUM_CUDA_ATTN_FUSED_TRIGGER=start|late).
+  bool attention_fused_early_trigger = false;
+  // (kMaxDecodeRows · max_heads) counters of finished partitions, zero between launches (the merging
+  // block resets its own): reserved and zeroed at creation.
+  int* attention_counters = nullptr;
+  int64_t attention_counter_count = 0;
   // Norm handoffs between decode matmuls (NormHandoff; Backend::prepare_norm): on unless
   // HELIUM_CUDA_NORM_HANDOFF=off.
   bool norm_handoff = true;
@@ -286,6 +301,15 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
 #endif
   return policy;
 }
+
+// qk_norm_rope_kv_write then attention (Backend::qk_norm_rope_attention) as one decode kernel: true when it
+// ran, false with nothing enqueued when the shapes, the layout or the context do not take it (the caller
+// then runs the two ops). The same bits as the two ops.
+bool attention_with_prologue(const Context& c, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                             const Tensor& k_norm, float eps, const Tensor& positions, const Tensor& inv_freq,
+                             const RopeParams& rope, const Tensor& k_cache, const Tensor& v_cache,
+                             const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out,
+                             const L2Prefetch& during = {});
 
 // Scratch the attention kernels need for a configuration; CudaBackend reserves the maximum at creation.
 size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context,

@@ -64,6 +64,28 @@ __device__ __forceinline__ float rms_scale_warp(float* partial, int64_t dim, flo
   return rsqrtf(__fadd_rn(__fdiv_rn(sum, static_cast<float>(dim)), eps));
 }
 
+// rms_scale_warp's scale of x (dim values in global or shared memory; all 32 lanes call it) with the kRmsLanes
+// partials held in registers, kRmsLanes / 32 a lane (virtual thread v = lane + 32 t in slot t), instead of
+// shared memory: the same partials added in the same pairs, so the same bits. For kernels that have no
+// shared memory to spare for the partials (decode attention's fused prologue).
+__device__ __forceinline__ float rms_scale_warp_of(const float* x, int64_t dim, float eps) {
+  constexpr int kPer = kRmsLanes / 32;
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  float p[kPer];
+#pragma unroll
+  for (int t = 0; t < kPer; ++t) p[t] = rms_partial(x, dim, lane + 32 * t);
+  // Level s (kRmsLanes/2 .. 32): v < s adds v + s, i.e. slot t < s / 32 adds slot t + s / 32.
+#pragma unroll
+  for (int n = kPer / 2; n >= 1; n >>= 1)
+#pragma unroll
+    for (int t = 0; t < n; ++t) p[t] = __fadd_rn(p[t], p[t + n]);
+  float sum = p[0];
+#pragma unroll
+  for (int s = 16; s >= 1; s >>= 1) sum = __fadd_rn(sum, __shfl_down_sync(0xffffffffu, sum, s));
+  sum = __shfl_sync(0xffffffffu, sum, 0);
+  return rsqrtf(__fadd_rn(__fdiv_rn(sum, static_cast<float>(dim)), eps));
+}
+
 // The same for a whole block (blockDim.x >= 32; every thread calls it after writing its partials): warp 0
 // runs rms_scale_warp between two barriers. The scale goes through *slot (shared
 // memory) to every thread; `partial` may be rewritten once this returns.
@@ -92,6 +114,23 @@ __device__ __forceinline__ void rope_pair(float& a, float& b, float pos, float i
   const float rb = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
   a = ra;
   b = rb;
+}
+
+// Element d of one head of x (head_dim values, as the q/k projection wrote them) after the attention
+// prologue: RMSNorm (when norm is given, with the head's scale) and NeoX RoPE of the pair (i, i + half)
+// at position pos — the arithmetic qk_norm_rope_kv_write applies, element by element, so the same bits.
+__device__ __forceinline__ float norm_rope_element(const float* x, int d, const void* norm, DType norm_dtype,
+                                                   float scale, float pos, const float* inv_freq, int half,
+                                                   float scaling) {
+  auto normed = [&](int i) {
+    const float v = x[i];
+    return norm != nullptr ? rms_apply(v, scale, load_as_f32(norm, i, norm_dtype), false) : v;
+  };
+  if (d >= 2 * half) return normed(d);
+  const int i = d < half ? d : d - half;
+  float a = normed(i), b = normed(i + half);
+  rope_pair(a, b, pos, inv_freq[i], scaling);
+  return d < half ? a : b;
 }
 
 inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }

@@ -1,5 +1,6 @@
 // tests/backend/cuda/fused_test.cpp — the CUDA backend's fused ops (backend.h: rms_norm_matmul_split,
-// swiglu_matmul_add, swiglu_mlp_add, qk_norm_rope_kv_write) are bitwise the unfused sequences they stand for
+// swiglu_matmul_add, swiglu_mlp_add, qk_norm_rope_kv_write, qk_norm_rope_attention) are bitwise the unfused
+// sequences they stand for
 // (a norm handoff, prepare_norm: within the split's precision, and batch-invariant), on the
 // decode path (rows <= kMaxDecodeRows, where the kernels fuse) and past it (where they fall back), and
 // with the environment's programmatic dependent launch on or off; and the backend's environment switches
@@ -7,12 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -312,6 +315,215 @@ TEST_F(CudaFusedTest, QkNormRopeKvWriteIsTheSequence) {
       }
 }
 
+// qk_norm_rope_attention on decode rows (one kernel: the attention blocks normalise and rotate their
+// queries, compute the step's own keys where they would load them, write the rows' K/V, and with few
+// partitions merge in the last block) against the base class's sequence qk_norm_rope_kv_write then
+// attention on the same backend: the output and both caches bitwise. Rows: decode rows of their own
+// sequences at contexts across the partition tiers (64 / 128 / 256 keys; up to 32 partitions the fused
+// kernel merges, past that the merge kernel does), a prompt chunk of 6 rows of one sequence (each row
+// attends to the chunk's earlier rows: keys written by other rows of the step), a row without keys, and a
+// speculation tree (keys at write slots through the masks); GQA groups 1 / 2 / 4 / 8 / 16 (two head passes), head dims 32..256,
+// BF16 and F32 caches, with and without q/k norms, partial rotary; the merge in the fused kernel and the
+// merge kernel (HELIUM_CUDA_ATTN_FUSED_MERGE=0), the early trigger; and a decode row alone against the
+// same row in the batch.
+TEST(CudaFusedAttentionTest, QkNormRopeAttentionIsTheSequence) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  struct Setting {
+    const char* name;
+    const char* merge;    // HELIUM_CUDA_ATTN_FUSED_MERGE
+    const char* trigger;  // HELIUM_CUDA_ATTN_FUSED_TRIGGER
+  };
+  for (const Setting& setting : {Setting{"default", nullptr, nullptr}, Setting{"merge kernel", "0", nullptr},
+                                 Setting{"early trigger", nullptr, "start"}}) {
+    if (setting.merge != nullptr) setenv("HELIUM_CUDA_ATTN_FUSED_MERGE", setting.merge, 1);
+    if (setting.trigger != nullptr) setenv("HELIUM_CUDA_ATTN_FUSED_TRIGGER", setting.trigger, 1);
+    CudaBackendOptions options;
+    options.max_rows = 64;
+    options.max_context = 12288;
+    options.max_k = 1024;
+    options.max_heads = 32;
+    auto created = CudaBackend::create(options);
+    unsetenv("HELIUM_CUDA_ATTN_FUSED_MERGE");
+    unsetenv("HELIUM_CUDA_ATTN_FUSED_TRIGGER");
+    ASSERT_TRUE(created.is_ok()) << created.status().message();
+    CudaBackend& b = *created.value();
+    std::vector<std::shared_ptr<DeviceBuffer>> keep;
+    auto device = [&](const void* host, DType dtype, std::initializer_list<int64_t> shape) {
+      Tensor t(nullptr, dtype, shape);
+      auto buffer = b.allocate(t.bytes());
+      EXPECT_TRUE(buffer.is_ok());
+      t.data = (*buffer)->data();
+      keep.push_back(*buffer);
+      b.copy_to_device(t, host);
+      return t;
+    };
+    auto bytes_of = [&](const Tensor& t) {
+      std::vector<uint8_t> out(t.bytes());
+      b.copy_to_host(out.data(), t);
+      b.synchronize();
+      return out;
+    };
+    struct Shape {
+      int n_heads, n_kv, head_dim, rot_dim;
+    };
+    std::mt19937 rng(61);
+    int case_index = 0;
+    for (const Shape& sh : {Shape{32, 8, 128, 128}, Shape{16, 2, 64, 32}, Shape{4, 4, 256, 256}, Shape{4, 2, 32, 32},
+                              Shape{32, 2, 64, 64}})
+      for (DType cache_dtype : {DType::BF16, DType::F32})
+        for (bool with_norm : {true, false}) {
+          if (setting.merge != nullptr && (case_index++ % 3) != 0) continue;  // a sample of the cases
+          const int page = 16, hd = sh.head_dim;
+          const int64_t q_dim = int64_t{sh.n_heads} * hd, kv_dim = int64_t{sh.n_kv} * hd;
+          const std::string what = std::string(setting.name) + ": heads " + std::to_string(sh.n_heads) + "/" +
+                                   std::to_string(sh.n_kv) + " head_dim " + std::to_string(hd) + " rot " +
+                                   std::to_string(sh.rot_dim) + " " + std::string(dtype_name(cache_dtype)) +
+                                   (with_norm ? " normed" : "");
+          // Sequences of pages from a shuffled pool; each row: (sequence, prefix length, tree mask).
+          const std::vector<int> contexts = {1, 63, 64, 65, 700, 1024, 1025, 3000, 4097, 8192, 8193, 11000};
+          std::vector<int> lengths = contexts;  // sequence s holds lengths[s] positions
+          const int chunk_seq = static_cast<int>(lengths.size()), chunk0 = 2040, chunk_rows = 6;
+          lengths.push_back(chunk0 + chunk_rows);
+          const int tree_seq = static_cast<int>(lengths.size()), tree_prefix = 250;
+          lengths.push_back(tree_prefix);
+          const int empty_seq = static_cast<int>(lengths.size());
+          lengths.push_back(1);  // a row with no keys still writes its K/V here
+          const int max_pages = 12288 / page + 2;
+          int64_t total_pages = 0;
+          for (int len : lengths) total_pages += (len + page - 1) / page + 1;
+          const std::vector<int> parents = {-1, 0, 0, 1, 2, 2, 3, 6};
+          const int64_t slots_total = total_pages * page + 64;  // + free slots for the tree nodes
+          std::vector<int32_t> pool(static_cast<size_t>(total_pages));
+          std::iota(pool.begin(), pool.end(), 0);
+          std::shuffle(pool.begin(), pool.end(), rng);
+          std::vector<int32_t> tables(lengths.size() * max_pages, 0);
+          size_t next_page = 0;
+          for (size_t sq = 0; sq < lengths.size(); ++sq)
+            for (int p = 0; p < (lengths[sq] + page - 1) / page; ++p) tables[sq * max_pages + p] = pool[next_page++];
+          auto slot_of = [&](int sq, int pos) {
+            return tables[static_cast<size_t>(sq) * max_pages + pos / page] * page + pos % page;
+          };
+          std::vector<int32_t> row_table, prefix, positions, write_slots;
+          std::vector<int64_t> masks;
+          for (size_t sq = 0; sq < contexts.size(); ++sq) {  // one decode row each, at its last position
+            row_table.push_back(static_cast<int32_t>(sq));
+            prefix.push_back(contexts[sq]);
+            positions.push_back(contexts[sq] - 1);
+            write_slots.push_back(slot_of(static_cast<int>(sq), contexts[sq] - 1));
+            masks.push_back(0);
+          }
+          for (int r = 0; r < chunk_rows; ++r) {
+            row_table.push_back(chunk_seq);
+            prefix.push_back(chunk0 + r + 1);
+            positions.push_back(chunk0 + r);
+            write_slots.push_back(slot_of(chunk_seq, chunk0 + r));
+            masks.push_back(0);
+          }
+          row_table.push_back(empty_seq);
+          prefix.push_back(0);
+          positions.push_back(0);
+          write_slots.push_back(slot_of(empty_seq, 0));
+          masks.push_back(0);
+          const int first_node = static_cast<int>(row_table.size());
+          for (size_t node = 0; node < parents.size(); ++node) {
+            int64_t mask = int64_t{1} << (first_node + node);
+            int depth = 0;
+            for (int p = parents[node]; p >= 0; p = parents[p], ++depth) mask |= int64_t{1} << (first_node + p);
+            row_table.push_back(tree_seq);
+            prefix.push_back(tree_prefix);
+            positions.push_back(tree_prefix + depth);
+            write_slots.push_back(static_cast<int32_t>(total_pages * page + static_cast<int64_t>(node)));
+            masks.push_back(mask);
+          }
+          const int rows = static_cast<int>(row_table.size());
+          ASSERT_LE(rows, 64);
+          int32_t max_keys = 0;
+          for (int r = 0; r < rows; ++r) max_keys = std::max(max_keys, prefix[r] + std::popcount(static_cast<uint64_t>(masks[r])));
+
+          std::vector<float> inv_freq(static_cast<size_t>(sh.rot_dim / 2));
+          for (size_t i = 0; i < inv_freq.size(); ++i)
+            inv_freq[i] = std::pow(10000.0f, -2.0f * static_cast<float>(i) / static_cast<float>(sh.rot_dim));
+          const RopeParams rope{hd, sh.rot_dim, 1.0f};
+          const AttentionShape shape{sh.n_heads, sh.n_kv, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
+          const std::vector<float> qv = random_reals(rng, static_cast<size_t>(rows * q_dim), -2.0f, 2.0f);
+          const std::vector<float> kv = random_reals(rng, static_cast<size_t>(rows * kv_dim), -2.0f, 2.0f);
+          const std::vector<float> vv = random_reals(rng, static_cast<size_t>(rows * kv_dim));
+          const std::vector<float> cache_init = random_reals(rng, static_cast<size_t>(slots_total * kv_dim));
+          std::vector<uint8_t> cache_bytes(static_cast<size_t>(slots_total * kv_dim) * dtype_bytes(cache_dtype));
+          for (size_t i = 0; i < cache_init.size(); ++i) {
+            if (cache_dtype == DType::BF16) {
+              const uint16_t h = f32_to_bf16(cache_init[i]);
+              std::memcpy(&cache_bytes[2 * i], &h, 2);
+            } else {
+              std::memcpy(&cache_bytes[4 * i], &cache_init[i], 4);
+            }
+          }
+          std::vector<float> qn_w = random_reals(rng, static_cast<size_t>(hd), 0.5f, 1.5f);
+          std::vector<uint16_t> qn_b(qn_w.size()), kn_b(qn_w.size());
+          const std::vector<float> kn_w = random_reals(rng, static_cast<size_t>(hd), 0.5f, 1.5f);
+          for (size_t i = 0; i < qn_w.size(); ++i) {
+            qn_b[i] = f32_to_bf16(qn_w[i]);
+            kn_b[i] = f32_to_bf16(kn_w[i]);
+          }
+          const Tensor q_norm = with_norm ? device(qn_b.data(), DType::BF16, {hd}) : Tensor();
+          const Tensor k_norm = with_norm ? device(kn_b.data(), DType::BF16, {hd}) : Tensor();
+          const Tensor inv = device(inv_freq.data(), DType::F32, {static_cast<int64_t>(inv_freq.size())});
+
+          // One call over rows `pick` (indices into the rows above); returns (out, k cache, v cache).
+          auto run = [&](const std::vector<int>& pick, bool fused) {
+            const int n = static_cast<int>(pick.size());
+            std::vector<int32_t> rt, pl, ps, ws;
+            std::vector<int64_t> mk;
+            std::vector<float> qs, ks, vs;
+            for (int r : pick) {
+              rt.push_back(row_table[r]);
+              pl.push_back(prefix[r]);
+              ps.push_back(positions[r]);
+              ws.push_back(write_slots[r]);
+              mk.push_back(masks[r]);
+              qs.insert(qs.end(), qv.begin() + r * q_dim, qv.begin() + (r + 1) * q_dim);
+              ks.insert(ks.end(), kv.begin() + r * kv_dim, kv.begin() + (r + 1) * kv_dim);
+              vs.insert(vs.end(), vv.begin() + r * kv_dim, vv.begin() + (r + 1) * kv_dim);
+            }
+            const bool tree = std::any_of(mk.begin(), mk.end(), [](int64_t m) { return m != 0; });
+            AttentionLayout layout;
+            layout.page_size = page;
+            layout.block_tables = device(tables.data(), DType::I32, {static_cast<int64_t>(lengths.size()), max_pages});
+            layout.row_table = device(rt.data(), DType::I32, {n});
+            layout.prefix_lens = device(pl.data(), DType::I32, {n});
+            layout.write_slots = device(ws.data(), DType::I32, {n});
+            if (tree) layout.tree_masks = device(mk.data(), DType::I64, {n});
+            layout.max_keys = max_keys;
+            Tensor q = device(qs.data(), DType::F32, {n, q_dim});
+            Tensor k = device(ks.data(), DType::F32, {n, kv_dim});
+            const Tensor v = device(vs.data(), DType::F32, {n, kv_dim});
+            const Tensor pos = device(ps.data(), DType::I32, {n});
+            Tensor kc = device(cache_bytes.data(), cache_dtype, {slots_total, kv_dim});
+            Tensor vc = device(cache_bytes.data(), cache_dtype, {slots_total, kv_dim});
+            std::vector<float> poison(static_cast<size_t>(n * q_dim), std::numeric_limits<float>::quiet_NaN());
+            Tensor out = device(poison.data(), DType::F32, {n, q_dim});
+            if (fused) b.qk_norm_rope_attention(q, k, v, q_norm, k_norm, 1e-6f, pos, inv, rope, kc, vc, shape, layout, out);
+            else b.Backend::qk_norm_rope_attention(q, k, v, q_norm, k_norm, 1e-6f, pos, inv, rope, kc, vc, shape, layout, out);
+            return std::vector<std::vector<uint8_t>>{bytes_of(out), bytes_of(kc), bytes_of(vc)};
+          };
+          std::vector<int> all(static_cast<size_t>(rows));
+          std::iota(all.begin(), all.end(), 0);
+          const auto sequence = run(all, false), fused = run(all, true);
+          const char* names[] = {"out", "k_cache", "v_cache"};
+          for (int t = 0; t < 3; ++t) {
+            const int64_t at = first_difference(sequence[t], fused[t]);
+            EXPECT_EQ(at, -1) << what << ": " << names[t]
+                              << (t == 0 && at >= 0 ? ", row " + std::to_string(at / q_dim) : std::string());
+          }
+          for (int r : {4, 11}) {  // a decode row alone (its own key only) is the same row in the batch
+            const auto alone = run({r}, true);
+            EXPECT_EQ(std::memcmp(alone[0].data(), fused[0].data() + r * q_dim * 4, static_cast<size_t>(q_dim) * 4), 0)
+                << what << ": row " << r << " alone";
+          }
+        }
+  }
+}
+
 // argmax_rows on the device gives the CPU backend's answer (the sampler's greedy rule): vocabulary-long
 // rows with ties at the top, NaN at index 0 and elsewhere, signed zeros, rows of -inf or NaN, many rows.
 TEST_F(CudaFusedTest, ArgmaxRowsIsTheCpuRule) {
@@ -497,7 +709,10 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_OMIT", "everything", "merge"},
                {"HELIUM_CUDA_MMA_EVICT_FIRST", "1", "off"},
                {"HELIUM_CUDA_MATMUL", "tensor", "mma"},
-               {"HELIUM_CUDA_NORM_HANDOFF", "yes", "off"}};
+               {"HELIUM_CUDA_NORM_HANDOFF", "yes", "off"},
+               {"HELIUM_CUDA_ATTN_FUSED", "fused", "off"},
+               {"HELIUM_CUDA_ATTN_FUSED_TRIGGER", "early", "start"},
+               {"HELIUM_CUDA_ATTN_FUSED_MERGE", "129", "0"}};
   for (const auto& c : cases) {
     ASSERT_EQ(setenv(c.name, c.bad, 1), 0);
     auto refused = CudaBackend::create(options);
