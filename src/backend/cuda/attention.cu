@@ -1560,7 +1560,8 @@ bool attention_with_prologue(const Context& c, const Tensor& q, const Tensor& k,
                              const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out,
                              const L2Prefetch& during) {
   const int64_t rows = rows_of(q);
-  if (!c.attention_fused || (c.omit & (kOmitPrologue | kOmitAttention)) != 0 || rows == 0 || rows > kMaxDecodeRows ||
+  if (c.attention_fused == Context::kFusedOff || (c.omit & (kOmitPrologue | kOmitAttention)) != 0 || rows == 0 ||
+      rows > kMaxDecodeRows ||
       c.attention_counters == nullptr || layout.write_slots.data == nullptr || rope.head_dim != shape.head_dim)
     return false;
   const char* op = "qk_norm_rope_attention";
@@ -1581,6 +1582,13 @@ bool attention_with_prologue(const Context& c, const Tensor& q, const Tensor& k,
   // Every row's (row, head group) counter must exist: the grid's x extent is n_kv_heads · passes.
   const int groups = shape.n_heads / decode_heads_per_block(shape.n_heads / shape.n_kv_heads);
   if (int64_t{groups} * rows > c.attention_counter_count) return false;
+  // A grid of several waves stays with the two kernels unless every grid is asked for: there the fused
+  // kernel lost (H200, Qwen3-8B shape, 32K: 147.8-155.8 tok/s against 164.2; docs/benchmarks.md, thirteenth
+  // session), its first wave of blocks resident while the projection runs.
+  const int64_t blocks = int64_t{groups} * call.args.n_partitions * rows;
+  if (c.attention_fused == Context::kFusedOneWave &&
+      (c.sm_count <= 0 || blocks > int64_t{decode_blocks_per_sm(kDecodeStages)} * c.sm_count))
+    return false;
   AttentionArgs& a = call.args;
   a.write_slots = layout.write_slots.as<int32_t>();
   FusedPrologue& f = a.fused;

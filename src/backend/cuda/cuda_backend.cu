@@ -156,7 +156,13 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MATMUL_TRIGGER", "start", "end", impl->ctx.matmul_early_trigger));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_EARLY", "on", "off", impl->ctx.attention_early_kv));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_NORM_HANDOFF", "on", "off", impl->ctx.norm_handoff));
-  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_FUSED", "on", "off", impl->ctx.attention_fused));
+  if (const char* f = std::getenv("HELIUM_CUDA_ATTN_FUSED"); f != nullptr && *f) {
+    const std::string_view v(f);
+    if (v != "on" && v != "all" && v != "off")
+      return Status::error("HELIUM_CUDA_ATTN_FUSED must be 'on', 'all' or 'off', not '" + std::string(v) + "'");
+    impl->ctx.attention_fused = v == "on" ? cuda::Context::kFusedOneWave : v == "all" ? cuda::Context::kFusedAll
+                                                                                    : cuda::Context::kFusedOff;
+  }
   HELIUM_RETURN_IF_ERROR(
       read_switch("HELIUM_CUDA_ATTN_FUSED_TRIGGER", "start", "late", impl->ctx.attention_fused_early_trigger));
   if (const char* m = std::getenv("HELIUM_CUDA_ATTN_FUSED_MERGE"); m != nullptr && *m) {
@@ -217,8 +223,11 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   // The fused decode attention's counters (one per row and head group), zero between its launches.
   m.ctx.attention_counter_count = int64_t{kMaxDecodeRows} * o.max_heads;
   HELIUM_ASSIGN_OR_RETURN(void* counters, reserve(sizeof(int) * m.ctx.attention_counter_count, "attention counters"));
-  HELIUM_RETURN_IF_ERROR(cuda_status(cudaMemset(counters, 0, sizeof(int) * m.ctx.attention_counter_count),
-                                     "attention counters"));
+  // On the backend's own stream (non-blocking: it does not wait for the legacy stream a plain cudaMemset
+  // would use), finished before any kernel can count.
+  HELIUM_RETURN_IF_ERROR(cuda_status(
+      cudaMemsetAsync(counters, 0, sizeof(int) * m.ctx.attention_counter_count, m.ctx.stream), "attention counters"));
+  HELIUM_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(m.ctx.stream), "attention counters"));
   m.ctx.attention_counters = static_cast<int*>(counters);
   m.ctx.argmax_capacity = std::max(o.max_rows, kMaxDecodeRows);
   HELIUM_ASSIGN_OR_RETURN(void* keys, reserve(sizeof(unsigned long long) * m.ctx.argmax_capacity, "argmax keys"));

@@ -97,15 +97,17 @@ struct Context {
   bool attention_early_kv = true;
   // Decode attention with the q/k prologue in its partition kernel (attention_with_prologue: per-head q/k
   // norms, RoPE and the K/V cache write done by the attention blocks themselves, no prologue kernel before
-  // them); off (HELIUM_CUDA_ATTN_FUSED=off): the two kernels, for comparisons. The same bits either way.
-  bool attention_fused = true;
+  // them), for grids resident in one wave (kFusedOneWave) or every grid (kFusedAll); kFusedOff: the two
+  // kernels. HELIUM_CUDA_ATTN_FUSED=on|all|off. The same bits either way.
+  enum FusedAttention { kFusedOff, kFusedOneWave, kFusedAll };
+  FusedAttention attention_fused = kFusedOneWave;
   // With the prologue fused, the last partition block of each (row, head group) also merges the partials
   // when a row has at most this many partitions (the merge kernel otherwise): one block then reads all of
   // its heads' partials, which pays while they are few. HELIUM_CUDA_ATTN_FUSED_MERGE=N (0..128, 0: never).
   int attention_fused_merge_max_partitions = 32;
   // The fused kernel lets the next kernel launch at its start (true) or once a block has consumed its
   // K/V (false; HELIUM_CUDA_ATTN_FUSED_TRIGGER=start|late).
-  bool attention_fused_early_trigger = false;
+  bool attention_fused_early_trigger = true;
   // (kMaxDecodeRows · max_heads) counters of finished partitions, zero between launches (the merging
   // block resets its own): reserved and zeroed at creation.
   int* attention_counters = nullptr;

@@ -323,9 +323,10 @@ TEST_F(CudaFusedTest, QkNormRopeKvWriteIsTheSequence) {
 // kernel merges, past that the merge kernel does), a prompt chunk of 6 rows of one sequence (each row
 // attends to the chunk's earlier rows: keys written by other rows of the step), a row without keys, and a
 // speculation tree (keys at write slots through the masks); GQA groups 1 / 2 / 4 / 8 / 16 (two head passes), head dims 32..256,
-// BF16 and F32 caches, with and without q/k norms, partial rotary; the merge in the fused kernel and the
-// merge kernel (HELIUM_CUDA_ATTN_FUSED_MERGE=0), the early trigger; and a decode row alone against the
-// same row in the batch.
+// BF16 and F32 caches, with and without q/k norms, partial rotary; the fused kernel for every grid
+// (HELIUM_CUDA_ATTN_FUSED=all), merging in the kernel when the grid has at most 32 partitions (this
+// test's has 44: the merge kernel), at any count (HELIUM_CUDA_ATTN_FUSED_MERGE=128) or never (0), and
+// with the late trigger (merging in the kernel); and a decode row alone against the same row in the batch.
 TEST(CudaFusedAttentionTest, QkNormRopeAttentionIsTheSequence) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   struct Setting {
@@ -333,8 +334,9 @@ TEST(CudaFusedAttentionTest, QkNormRopeAttentionIsTheSequence) {
     const char* merge;    // HELIUM_CUDA_ATTN_FUSED_MERGE
     const char* trigger;  // HELIUM_CUDA_ATTN_FUSED_TRIGGER
   };
-  for (const Setting& setting : {Setting{"default", nullptr, nullptr}, Setting{"merge kernel", "0", nullptr},
-                                 Setting{"early trigger", nullptr, "start"}}) {
+  for (const Setting& setting : {Setting{"default", nullptr, nullptr}, Setting{"merge in the kernel", "128", nullptr},
+                                 Setting{"merge kernel", "0", nullptr}, Setting{"late trigger", "128", "late"}}) {
+    setenv("HELIUM_CUDA_ATTN_FUSED", "all", 1);  // every grid, however many waves
     if (setting.merge != nullptr) setenv("HELIUM_CUDA_ATTN_FUSED_MERGE", setting.merge, 1);
     if (setting.trigger != nullptr) setenv("HELIUM_CUDA_ATTN_FUSED_TRIGGER", setting.trigger, 1);
     CudaBackendOptions options;
@@ -343,6 +345,7 @@ TEST(CudaFusedAttentionTest, QkNormRopeAttentionIsTheSequence) {
     options.max_k = 1024;
     options.max_heads = 32;
     auto created = CudaBackend::create(options);
+    unsetenv("HELIUM_CUDA_ATTN_FUSED");
     unsetenv("HELIUM_CUDA_ATTN_FUSED_MERGE");
     unsetenv("HELIUM_CUDA_ATTN_FUSED_TRIGGER");
     ASSERT_TRUE(created.is_ok()) << created.status().message();
@@ -372,7 +375,8 @@ TEST(CudaFusedAttentionTest, QkNormRopeAttentionIsTheSequence) {
                               Shape{32, 2, 64, 64}})
       for (DType cache_dtype : {DType::BF16, DType::F32})
         for (bool with_norm : {true, false}) {
-          if (setting.merge != nullptr && (case_index++ % 3) != 0) continue;  // a sample of the cases
+          if (setting.merge != nullptr && std::string(setting.merge) == "0" && (case_index++ % 3) != 0)
+            continue;  // a sample of the cases
           const int page = 16, hd = sh.head_dim;
           const int64_t q_dim = int64_t{sh.n_heads} * hd, kv_dim = int64_t{sh.n_kv} * hd;
           const std::string what = std::string(setting.name) + ": heads " + std::to_string(sh.n_heads) + "/" +
@@ -710,8 +714,8 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_MMA_EVICT_FIRST", "1", "off"},
                {"HELIUM_CUDA_MATMUL", "tensor", "mma"},
                {"HELIUM_CUDA_NORM_HANDOFF", "yes", "off"},
-               {"HELIUM_CUDA_ATTN_FUSED", "fused", "off"},
-               {"HELIUM_CUDA_ATTN_FUSED_TRIGGER", "early", "start"},
+               {"HELIUM_CUDA_ATTN_FUSED", "fused", "all"},
+               {"HELIUM_CUDA_ATTN_FUSED_TRIGGER", "early", "late"},
                {"HELIUM_CUDA_ATTN_FUSED_MERGE", "129", "0"}};
   for (const auto& c : cases) {
     ASSERT_EQ(setenv(c.name, c.bad, 1), 0);
