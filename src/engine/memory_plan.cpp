@@ -167,7 +167,10 @@ MemoryPlan plan_core(const PlanModel& model, const MemoryPlanOptions& o) {
     const int64_t argmax_keys = std::max<int64_t>(std::max(rows, kMaxDecodeRows) * 8, 256);
     // select_candidates' chunk keys and counts, and its softmax group sums
     const int64_t select_scratch = 2 * kMaxDecodeRows * 256 * 4 + kMaxDecodeRows * 256 * 8;
-    plan.backend_scratch_bytes = attention_scratch + matmul_scratch + kCublasWorkspace + argmax_keys + select_scratch;
+    // the fused decode attention's partition counters, one int per row and query head (at least 256 bytes)
+    const int64_t attention_counters = std::max<int64_t>(kMaxDecodeRows * heads * 4, 256);
+    plan.backend_scratch_bytes =
+        attention_scratch + matmul_scratch + kCublasWorkspace + argmax_keys + select_scratch + attention_counters;
   }
 
   // Items and placement.

@@ -68,11 +68,13 @@ if [ -n "${CHECK_SWEEP:-}" ]; then
 fi
 run cuda_matmul_test 150 "$BIN/cuda_matmul_test" --gtest_output=json:"$OUT/tests.json"
 run cuda_attention_test 200 "$BIN/cuda_attention_test" --gtest_brief=1
-run cuda_fused_test 60 "$BIN/cuda_fused_test" --gtest_brief=1
-HELIUM_CUDA_PDL=0 run cuda_fused_test_nopdl 60 "$BIN/cuda_fused_test" --gtest_brief=1
-HELIUM_CUDA_MATMUL_TRIGGER=end run cuda_fused_test_late_trigger 60 "$BIN/cuda_fused_test" --gtest_brief=1
+run cuda_fused_test 150 "$BIN/cuda_fused_test" --gtest_brief=1
+HELIUM_CUDA_PDL=0 run cuda_fused_test_nopdl 150 "$BIN/cuda_fused_test" --gtest_brief=1
+HELIUM_CUDA_MATMUL_TRIGGER=end run cuda_fused_test_late_trigger 150 "$BIN/cuda_fused_test" --gtest_brief=1
 run models_test 120 "$BIN/models_test" --gtest_brief=1
 HELIUM_CUDA_PDL=0 run models_test_nopdl 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
+# The goldens through the fused decode attention (off by default; cuda_fused_test checks its bits).
+HELIUM_CUDA_ATTN_FUSED=on run models_test_fused_attention 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
 run kv_test 30 "$BIN/kv_test" --gtest_brief=1
 # The engine's sampled paths on the GPU: device candidates and totals against copied logits, over the
 # embedded model (read through HELIUM_SOURCE_DIR, as models_test reads its fixtures).

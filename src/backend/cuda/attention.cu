@@ -1583,8 +1583,8 @@ bool attention_with_prologue(const Context& c, const Tensor& q, const Tensor& k,
   const int groups = shape.n_heads / decode_heads_per_block(shape.n_heads / shape.n_kv_heads);
   if (int64_t{groups} * rows > c.attention_counter_count) return false;
   // A grid of several waves stays with the two kernels unless every grid is asked for: there the fused
-  // kernel lost (H200, Qwen3-8B shape, 32K: 147.8-155.8 tok/s against 164.2; docs/benchmarks.md, thirteenth
-  // session), its first wave of blocks resident while the projection runs.
+  // kernel lost most (H200, Qwen3-8B shape, 32K: 147.8-155.8 tok/s against 164.2; docs/benchmarks.md,
+  // thirteenth session).
   const int64_t blocks = int64_t{groups} * call.args.n_partitions * rows;
   if (c.attention_fused == Context::kFusedOneWave &&
       (c.sm_count <= 0 || blocks > int64_t{decode_blocks_per_sm(kDecodeStages)} * c.sm_count))

@@ -98,9 +98,12 @@ struct Context {
   // Decode attention with the q/k prologue in its partition kernel (attention_with_prologue: per-head q/k
   // norms, RoPE and the K/V cache write done by the attention blocks themselves, no prologue kernel before
   // them), for grids resident in one wave (kFusedOneWave) or every grid (kFusedAll); kFusedOff: the two
-  // kernels. HELIUM_CUDA_ATTN_FUSED=on|all|off. The same bits either way.
+  // kernels. HELIUM_CUDA_ATTN_FUSED=on|all|off. The same bits either way. Off by default: in the decode
+  // graph it was slower on the H200 (Qwen3-8B shape, 256 tokens, one machine, two rounds: 1K 185.2 /
+  // 185.5 tok/s against 213.5 / 213.7 off, 8K 194.5 / 194.1 against 206.3 / 205.9; late trigger 187.9 /
+  // 197.3; docs/benchmarks.md, thirteenth session), for reasons not yet found.
   enum FusedAttention { kFusedOff, kFusedOneWave, kFusedAll };
-  FusedAttention attention_fused = kFusedOneWave;
+  FusedAttention attention_fused = kFusedOff;
   // With the prologue fused, the last partition block of each (row, head group) also merges the partials
   // when a row has at most this many partitions (the merge kernel otherwise): one block then reads all of
   // its heads' partials, which pays while they are few. HELIUM_CUDA_ATTN_FUSED_MERGE=N (0..128, 0: never).

@@ -31,6 +31,20 @@
 namespace helium::test {
 namespace {
 
+// values as `dtype`'s bytes: BF16 rounded to nearest even, anything else as F32.
+std::vector<uint8_t> encode(const std::vector<float>& values, DType dtype) {
+  std::vector<uint8_t> bytes(values.size() * (dtype == DType::BF16 ? 2 : 4));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::BF16) {
+      const uint16_t h = f32_to_bf16(values[i]);
+      std::memcpy(&bytes[2 * i], &h, 2);
+    } else {
+      std::memcpy(&bytes[4 * i], &values[i], 4);
+    }
+  }
+  return bytes;
+}
+
 class CudaFusedTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -51,15 +65,8 @@ class CudaFusedTest : public ::testing::Test {
     EXPECT_TRUE(buffer.is_ok());
     t.data = (*buffer)->data();
     buffers_.push_back(*buffer);
-    std::vector<uint8_t> bytes(t.bytes());
-    for (size_t i = 0; i < values.size(); ++i) {
-      if (dtype == DType::BF16) {
-        const uint16_t h = f32_to_bf16(values[i]);
-        std::memcpy(&bytes[2 * i], &h, 2);
-      } else {
-        std::memcpy(&bytes[4 * i], &values[i], 4);
-      }
-    }
+    std::vector<uint8_t> bytes = encode(values, dtype);
+    bytes.resize(t.bytes());  // zeros of a wider dtype (I64, F64): the rest of their bytes zero
     backend_->copy_to_device(t, bytes.data());
     return t;
   }
@@ -452,16 +459,8 @@ TEST(CudaFusedAttentionTest, QkNormRopeAttentionIsTheSequence) {
           const std::vector<float> qv = random_reals(rng, static_cast<size_t>(rows * q_dim), -2.0f, 2.0f);
           const std::vector<float> kv = random_reals(rng, static_cast<size_t>(rows * kv_dim), -2.0f, 2.0f);
           const std::vector<float> vv = random_reals(rng, static_cast<size_t>(rows * kv_dim));
-          const std::vector<float> cache_init = random_reals(rng, static_cast<size_t>(slots_total * kv_dim));
-          std::vector<uint8_t> cache_bytes(static_cast<size_t>(slots_total * kv_dim) * dtype_bytes(cache_dtype));
-          for (size_t i = 0; i < cache_init.size(); ++i) {
-            if (cache_dtype == DType::BF16) {
-              const uint16_t h = f32_to_bf16(cache_init[i]);
-              std::memcpy(&cache_bytes[2 * i], &h, 2);
-            } else {
-              std::memcpy(&cache_bytes[4 * i], &cache_init[i], 4);
-            }
-          }
+          const std::vector<uint8_t> cache_bytes =
+              encode(random_reals(rng, static_cast<size_t>(slots_total * kv_dim)), cache_dtype);
           std::vector<float> qn_w = random_reals(rng, static_cast<size_t>(hd), 0.5f, 1.5f);
           std::vector<uint16_t> qn_b(qn_w.size()), kn_b(qn_w.size());
           const std::vector<float> kn_w = random_reals(rng, static_cast<size_t>(hd), 0.5f, 1.5f);
