@@ -421,9 +421,9 @@ __device__ __noinline__ void merge_in_block(const float2* partial_ml, const floa
 }
 
 // A key of this step, one 16-byte piece (kVec elements from d0) of its K (normalised and rotated) or V,
-// computed from x, the projection's output of the writer's head, and rounded to the cache's dtype. Not
-// inlined, its arguments by value: only a step's own keys take it, and inlined (with sincosf's slow
-// path) into the kernel it multiplied the kernel's code and registers.
+// computed from x, the projection's output of the writer's head, and rounded to the cache's dtype. Called
+// from issue_chunk's loop over the step's own keys only, not from its unrolled piece loop: inlined there
+// (with sincosf's slow path) it multiplied the kernel's code and registers.
 template <typename T>
 __device__ __forceinline__ void fresh_piece(const float* x, int d0, bool is_v, const void* k_norm, DType norm_dtype,
                                          float scale, float pos, const float* inv_freq, int half, float scaling, T* dst) {
@@ -525,7 +525,8 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
   // Keys [0, stable) of the partition were written by earlier steps (AttentionLayout: a step writes only the
   // last `rows` positions of a prefix, and tree slots), so with early_kv the first chunks' pieces of them are
   // loaded before the wait, while the previous kernel (the q/k prologue that writes this step's keys) runs.
-  // kFused: every key but the step's own (which no kernel has written yet) is such a key.
+  // kFused instead loads every key but the step's own (which no kernel has written yet) before the wait,
+  // telling them apart by s_offset's sign; `stable` is then unused.
   const int stable = a.early_kv ? max(0, min(n, rk.n_prefix - a.rows - p0)) : 0;
   // kFused: the keys that may be the step's own, [fresh0, n).
   const int fresh0 = kFused ? max(0, min(n, rk.n_prefix - a.rows - p0)) : n;
@@ -552,7 +553,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
       const int key = key0 + kr;
       const bool valid = key < n;
       T* dst = stage + kr * kHeadDim + pc * Tr::kVec;
-      if constexpr (kFused) {  // the step's own keys: fresh_keys below
+      if constexpr (kFused) {  // the step's own keys: the loop after this one
         const int64_t offset = valid ? s_offset[key] : 0;
         if (which == kFresh || offset < 0) continue;
         const T* src = valid ? cache + offset + pc * Tr::kVec : cache;

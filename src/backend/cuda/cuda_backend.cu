@@ -70,15 +70,25 @@ static Status read_switch(const char* variable, std::string_view on, std::string
   return Status::ok();
 }
 
-// A byte count from the environment in whole MiB (0..4096); unset or empty leaves `bytes` as it is.
-static Status read_megabytes(const char* variable, int64_t& bytes) {
+// A whole number in [lo, hi] from the environment; unset or empty leaves `value` as it is. `what` names it
+// in the error ("a whole number of MiB").
+static Status read_integer(const char* variable, const char* what, long lo, long hi, long& value) {
   const char* env = std::getenv(variable);
   if (env == nullptr || *env == '\0') return Status::ok();
   char* end = nullptr;
-  const long mb = std::strtol(env, &end, 10);
-  if (*end != '\0' || mb < 0 || mb > 4096)
-    return Status::error(std::string(variable) + " must be a whole number of MiB, 0..4096, not '" + env + "'");
-  bytes = int64_t{mb} << 20;
+  const long v = std::strtol(env, &end, 10);
+  if (*end != '\0' || v < lo || v > hi)
+    return Status::error(std::string(variable) + " must be " + what + ", " + std::to_string(lo) + ".." +
+                         std::to_string(hi) + ", not '" + env + "'");
+  value = v;
+  return Status::ok();
+}
+
+// A byte count from the environment in whole MiB (0..4096); unset or empty leaves `bytes` as it is.
+static Status read_megabytes(const char* variable, int64_t& bytes) {
+  long mb = -1;  // stays -1 when unset
+  HELIUM_RETURN_IF_ERROR(read_integer(variable, "a whole number of MiB", 0, 4096, mb));
+  if (mb >= 0) bytes = int64_t{mb} << 20;
   return Status::ok();
 }
 
@@ -165,13 +175,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   }
   HELIUM_RETURN_IF_ERROR(
       read_switch("HELIUM_CUDA_ATTN_FUSED_TRIGGER", "start", "late", impl->ctx.attention_fused_early_trigger));
-  if (const char* m = std::getenv("HELIUM_CUDA_ATTN_FUSED_MERGE"); m != nullptr && *m) {
-    char* end = nullptr;
-    const long parts = std::strtol(m, &end, 10);
-    if (*end != '\0' || parts < 0 || parts > 128)
-      return Status::error(std::string("HELIUM_CUDA_ATTN_FUSED_MERGE must be a partition count, 0..128, not '") + m + "'");
-    impl->ctx.attention_fused_merge_max_partitions = static_cast<int>(parts);
-  }
+  long merge_parts = impl->ctx.attention_fused_merge_max_partitions;
+  HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_ATTN_FUSED_MERGE", "a partition count", 0, 128, merge_parts));
+  impl->ctx.attention_fused_merge_max_partitions = static_cast<int>(merge_parts);
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_PREFILL_FUSED", "on", "off", impl->ctx.prefill_fused));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_SWIGLU_STORE", "on", "off", impl->ctx.swiglu_store));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MMA_EVICT_FIRST", "on", "off", impl->ctx.mma_evict_first));
