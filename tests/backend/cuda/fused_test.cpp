@@ -515,8 +515,15 @@ TEST(CudaFusedAttentionTest, QkNormRopeAttentionIsTheSequence) {
           const char* names[] = {"out", "k_cache", "v_cache"};
           for (int t = 0; t < 3; ++t) {
             const int64_t at = first_difference(sequence[t], fused[t]);
-            EXPECT_EQ(at, -1) << what << ": " << names[t]
-                              << (t == 0 && at >= 0 ? ", row " + std::to_string(at / q_dim) : std::string());
+            std::string where;
+            if (t == 0 && at >= 0) {  // the output's row, element, and the two values
+              float x = 0, y = 0;
+              std::memcpy(&x, sequence[t].data() + at * 4, 4);
+              std::memcpy(&y, fused[t].data() + at * 4, 4);
+              where = ", row " + std::to_string(at / q_dim) + " element " + std::to_string(at % q_dim) +
+                      ": sequence " + std::to_string(x) + ", fused " + std::to_string(y);
+            }
+            EXPECT_EQ(at, -1) << what << ": " << names[t] << where;
           }
           for (int r : {4, 11}) {  // a decode row alone (its own key only) is the same row in the batch
             const auto alone = run({r}, true);
