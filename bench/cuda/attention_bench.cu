@@ -15,9 +15,11 @@
 //   many blocks resident as fit, and with four per multiprocessor (the 3-stage ring's residency).
 // Times: median over replays after a warm-up.
 //
-//   helium_bench_cuda_attention [--json PATH] [--quick] [--only ROWS,CONTEXT]
+//   helium_bench_cuda_attention [--json PATH] [--quick] [--only ROWS,CONTEXT] [--trace ROWS,CONTEXT]
 //
 // --only: the one decode case, for a profiler (e.g. ncu over its partition kernel); nothing else.
+// --trace: one call of that case with the partition kernel's %globaltimer stamps (Context::attention_trace):
+// where a block's life goes, when the blocks start and end, how many are live over time; nothing else.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -48,6 +50,7 @@ struct Options {
   std::string json_path;
   bool quick = false;
   int64_t only_rows = 0, only_context = 0;  // --only
+  bool trace = false;                         // --trace (the same case)
 };
 
 __global__ void fill_bf16(__nv_bfloat16* p, int64_t n, uint64_t seed) {
@@ -289,6 +292,66 @@ PrefillResult time_prefill(const cuda::Context& c, int64_t rows, int replays) {
   return {rows, ms, 4.0 * pairs * kHeadDim * kHeads / (ms * 1e-3) / 1e12};
 }
 
+// One call of `rows` rows of `context` keys with the partition kernel's stamps (after three calls over other
+// layers' caches): per event, the median and 90th percentile over the blocks of its time since the block's
+// start; the spread of the blocks' starts and ends; the blocks live every 2 us.
+void print_trace(cuda::Context& c, int64_t rows, int64_t context) {
+  constexpr int kEvents = cuda::kAttentionTraceEvents;
+  const char* names[kEvents] = {"start", "slots staged", "wait released", "first chunk landed", "K phase done",
+                                "softmax done", "V phase done", "partials written"};
+  const int layers = 4;
+  Workload w(rows * layers, context, c.stream);
+  w.make_rows(rows, c.stream);
+  for (int l = 0; l + 1 < layers; ++l) w.attend(c, l * rows, rows, static_cast<int32_t>(context));
+  const int64_t blocks =
+      kKvHeads * cuda::max_partition_count(context, c.attention_small_end, c.attention_medium_end) * rows;
+  auto* trace = static_cast<unsigned long long*>(device_alloc(blocks * kEvents * 8));
+  BENCH_CUDA(cudaMemsetAsync(trace, 0, blocks * kEvents * 8, c.stream));
+  c.attention_trace = trace;
+  w.attend(c, (layers - 1) * rows, rows, static_cast<int32_t>(context));
+  c.attention_trace = nullptr;
+  std::vector<unsigned long long> t(static_cast<size_t>(blocks * kEvents));
+  BENCH_CUDA(cudaMemcpyAsync(t.data(), trace, t.size() * 8, cudaMemcpyDeviceToHost, c.stream));
+  BENCH_CUDA(cudaStreamSynchronize(c.stream));
+  cudaFree(trace);
+  w.release();
+  unsigned long long t0 = ~0ull;
+  int64_t live = 0;  // blocks with keys (the others exit before their first stamp)
+  for (int64_t b = 0; b < blocks; ++b)
+    if (t[b * kEvents] != 0 && t[b * kEvents + kEvents - 1] != 0) {
+      t0 = std::min(t0, t[b * kEvents]);
+      ++live;
+    }
+  auto pct = [](std::vector<double> v, double q) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[static_cast<size_t>(q * (v.size() - 1))];
+  };
+  std::printf("decode attention, %lld rows of %lld keys: %lld blocks with keys (stamps in us)\n",
+              static_cast<long long>(rows), static_cast<long long>(context), static_cast<long long>(live));
+  std::printf("  %-20s %9s %9s\n", "since block start", "median", "p90");
+  for (int e = 1; e < kEvents; ++e) {
+    std::vector<double> d;
+    for (int64_t b = 0; b < blocks; ++b)
+      if (t[b * kEvents] != 0 && t[b * kEvents + e] != 0) d.push_back(1e-3 * static_cast<double>(t[b * kEvents + e] - t[b * kEvents]));
+    std::printf("  %-20s %9.2f %9.2f\n", names[e], pct(d, 0.5), pct(d, 0.9));
+  }
+  std::vector<double> starts, ends;
+  for (int64_t b = 0; b < blocks; ++b)
+    if (t[b * kEvents] != 0 && t[b * kEvents + kEvents - 1] != 0) {
+      starts.push_back(1e-3 * static_cast<double>(t[b * kEvents] - t0));
+      ends.push_back(1e-3 * static_cast<double>(t[b * kEvents + kEvents - 1] - t0));
+    }
+  std::printf("  block starts since the first: median %.2f, p90 %.2f, last %.2f; ends: first %.2f, median %.2f, last %.2f\n",
+              pct(starts, 0.5), pct(starts, 0.9), pct(starts, 1.0), pct(ends, 0.0), pct(ends, 0.5), pct(ends, 1.0));
+  std::printf("  blocks live every 2 us:");
+  for (double at = 0; at <= pct(ends, 1.0); at += 2.0) {
+    int n = 0;
+    for (size_t i = 0; i < starts.size(); ++i) n += starts[i] <= at && at < ends[i];
+    std::printf(" %d", n);
+  }
+  std::printf("\n");
+}
+
 int run(const Options& opt) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -339,6 +402,10 @@ int run(const Options& opt) {
   }
   std::printf("device copy (1 GiB, read + write): %.0f GB/s  <- decode ceiling\n\n", copy_gbps);
 
+  if (opt.trace) {
+    print_trace(c, opt.only_rows, opt.only_context);
+    return 0;
+  }
   if (opt.only_rows > 0) {
     const DecodeResult r = time_decode(c, opt.only_rows, opt.only_context, static_cast<int32_t>(opt.only_context), 5);
     std::printf("decode attention, %lld rows of %lld keys: %.1f us per call, %.0f GB/s of KV (%.0f%% of copy)\n",
@@ -488,14 +555,15 @@ int main(int argc, char** argv) {
       opt.json_path = argv[++i];
     } else if (a == "--quick") {
       opt.quick = true;
-    } else if (a == "--only" && i + 1 < argc &&
+    } else if ((a == "--only" || a == "--trace") && i + 1 < argc &&
                std::sscanf(argv[i + 1], "%lld,%lld", reinterpret_cast<long long*>(&opt.only_rows),
                            reinterpret_cast<long long*>(&opt.only_context)) == 2 &&
                opt.only_rows > 0 && opt.only_rows <= helium::kMaxDecodeRows && opt.only_context > 0 &&
                opt.only_context <= helium::kMaxContext) {
+      opt.trace = a == "--trace";
       ++i;
     } else {
-      std::fprintf(stderr, "usage: %s [--json PATH] [--quick] [--only ROWS,CONTEXT]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--json PATH] [--quick] [--only ROWS,CONTEXT] [--trace ROWS,CONTEXT]\n", argv[0]);
       return 2;
     }
   }

@@ -109,7 +109,18 @@ struct AttentionArgs {
   bool no_math;               // diagnostic (HELIUM_CUDA_OMIT=attn_math): decode streams K/V, computes nothing
   L2Prefetch prefetch;        // decode: pulled into the L2 by the partition blocks (for the next op)
   FusedPrologue fused;        // decode with the prologue fused (the kernel's kFused instances) only
+  unsigned long long* trace;  // Context::attention_trace, or null
 };
+
+// This block's %globaltimer stamp of `event` into Context::attention_trace (thread 0; nothing without one).
+__device__ __forceinline__ void attention_stamp(const AttentionArgs& a, int event) {
+  if (a.trace != nullptr && threadIdx.x == 0) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    const int64_t block = blockIdx.x + int64_t{gridDim.x} * (blockIdx.y + int64_t{gridDim.y} * blockIdx.z);
+    a.trace[block * kAttentionTraceEvents + event] = t;
+  }
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Row layout: which cache slot holds the key at each logical position of a row.
@@ -490,6 +501,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
   const int p0 = part * part_keys;
   const int tid = threadIdx.x;
   const bool writes_kv = kFused && part == 0 && blockIdx.x % passes == 0;
+  attention_stamp(a, 0);
   if (p0 >= rk.n_keys) {  // past this row's keys: the grid covers layout.max_keys
     if constexpr (kFused) {
       if (part == 0) {  // a row without keys: its K/V still go into the cache, and its output is zeros
@@ -522,6 +534,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     s_offset[i] = writer >= 0 ? -1 - writer : slot * kv_dim + kv_head * kHeadDim;
   }
   __syncthreads();  // s_offset
+  attention_stamp(a, 1);
   // Keys [0, stable) of the partition were written by earlier steps (AttentionLayout: a step writes only the
   // last `rows` positions of a prefix, and tree slots), so with early_kv the first chunks' pieces of them are
   // loaded before the wait, while the previous kernel (the q/k prologue that writes this step's keys) runs.
@@ -592,6 +605,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     }
   }
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
+  attention_stamp(a, 2);
   float* s_q = s_score;  // kFused: the block's query heads, normalised and rotated (before any score)
   if constexpr (kFused) {
     // The RMS scales this block needs, a warp each: its query heads', then those of the rows whose keys
@@ -665,6 +679,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
   // Scores: s_score[i][g] = (q_g · k_i) · scale.
   for (int c = 0; c < n_chunks; ++c) {
     const T* stage = begin_chunk(c);
+    if (c == 0) attention_stamp(a, 3);
     if (a.no_math) {
       __syncthreads();
       continue;
@@ -708,6 +723,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     __syncthreads();  // the stage is free for chunk c + Tr::kStages
   }
 
+  attention_stamp(a, 4);
   // Per head: max, p = exp(s - max) in place, l = sum p (the first V chunks are in flight meanwhile).
   {
     const int warp = tid / 32, lane = tid % 32;
@@ -729,6 +745,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     }
   }
   __syncthreads();
+  attention_stamp(a, 5);
 
   // acc[g][e] = sum over this lane group's keys, in increasing position, of p_g · v.
   float acc[kGroup][Tr::kElems];
@@ -772,6 +789,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
   if constexpr (kFused) {
     if (!a.fused.early_trigger) pdl_launch_dependents();  // every K/V load of this block has landed
   }
+  attention_stamp(a, 6);
   cp_async_wait<0>();  // only empty groups remain; keeps the ring idle before s_red reuses it
   __syncthreads();
 
@@ -793,6 +811,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     a.partial_acc[(part_index + static_cast<int64_t>(g) * a.n_partitions) * kHeadDim + d] = sum;
   }
   if (tid < kGroup) a.partial_ml[part_index + static_cast<int64_t>(tid) * a.n_partitions] = make_float2(s_m[tid], s_l[tid]);
+  attention_stamp(a, 7);
   if constexpr (kFused) {
     if (!a.fused.merge) return;
     // The last of the group's partition blocks merges: every block publishes its partials (fence), then
@@ -1505,6 +1524,7 @@ AttentionCall prepare_attention(const Context& c, const Tensor& q, const Tensor&
   a.max_pages = static_cast<int>(layout.block_tables.dim(1));
   a.cache_slots = rows_of(k_cache);
   a.max_keys = std::numeric_limits<int>::max();
+  a.trace = nullptr;
 
   call.bf16_cache = k_cache.dtype == DType::BF16;
   call.tuned = tuned_head_dim(shape.head_dim) && aligned16(q.data) && aligned16(k_cache.data) &&
@@ -1520,6 +1540,7 @@ AttentionCall prepare_attention(const Context& c, const Tensor& q, const Tensor&
     a.evict_first = c.kv_evict_first;
     a.early_kv = c.attention_early_kv;
     a.no_math = (c.omit & kOmitAttnMath) != 0;
+    a.trace = c.attention_trace;
     // The tuned partition kernel's (the generic one's blocks do not prefetch); only while the step's K/V are
     // short enough that the memory has time to spare.
     if (layout.max_keys <= c.prefetch_attention_max_keys) a.prefetch = during;

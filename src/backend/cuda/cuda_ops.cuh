@@ -129,6 +129,9 @@ struct Context {
   // Diagnostic only (helium_bench_cuda_matmul --chain): when set, each block of a decode matmul writes
   // kMatmulTraceEvents %globaltimer stamps to matmul_trace[block · kMatmulTraceEvents + event] (matmul.cu).
   unsigned long long* matmul_trace = nullptr;
+  // Diagnostic only (helium_bench_cuda_attention --trace): when set, each block of the decode partition
+  // kernel writes kAttentionTraceEvents %globaltimer stamps to attention_trace[block · events + event].
+  unsigned long long* attention_trace = nullptr;
   // CudaBackend::swiglu_mlp_add's decode path: the gate/up matmul stores the activation (on) or the two
   // fused ops of the default sequence run (off; HELIUM_CUDA_SWIGLU_STORE, for comparisons). Same bits.
   bool swiglu_store = true;
@@ -143,6 +146,9 @@ struct Context {
   // residual added in the GEMM's epilogue) unless HELIUM_CUDA_PREFILL_FUSED=off (matmul.cu, prefill_fused).
   bool prefill_fused = true;
 };
+// Decode partition kernel stamps: start, slots staged, wait released, first chunk landed, K phase done,
+// softmax done, V phase done, partials written.
+inline constexpr int kAttentionTraceEvents = 8;
 enum OmitBits : unsigned {
   kOmitQkv = 1u << 0,        // rms_norm_matmul_split into three outputs
   kOmitGateUp = 1u << 1,     // rms_norm_matmul_split into two
