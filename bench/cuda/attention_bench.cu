@@ -316,7 +316,7 @@ void print_trace(cuda::Context& c, int64_t rows, int64_t context) {
   cudaFree(trace);
   w.release();
   unsigned long long t0 = ~0ull;
-  int64_t live = 0;  // blocks with keys (the others exit before their first stamp)
+  int64_t live = 0;  // blocks with keys (the others stamp their start only, then exit)
   for (int64_t b = 0; b < blocks; ++b)
     if (t[b * kEvents] != 0 && t[b * kEvents + kEvents - 1] != 0) {
       t0 = std::min(t0, t[b * kEvents]);

@@ -130,7 +130,8 @@ struct Context {
   // kMatmulTraceEvents %globaltimer stamps to matmul_trace[block · kMatmulTraceEvents + event] (matmul.cu).
   unsigned long long* matmul_trace = nullptr;
   // Diagnostic only (helium_bench_cuda_attention --trace): when set, each block of the decode partition
-  // kernel writes kAttentionTraceEvents %globaltimer stamps to attention_trace[block · events + event].
+  // kernel writes kAttentionTraceEvents %globaltimer stamps to attention_trace[block · events + event]
+  // (a block past its row's keys only the first).
   unsigned long long* attention_trace = nullptr;
   // CudaBackend::swiglu_mlp_add's decode path: the gate/up matmul stores the activation (on) or the two
   // fused ops of the default sequence run (off; HELIUM_CUDA_SWIGLU_STORE, for comparisons). Same bits.
