@@ -315,36 +315,40 @@ void print_trace(cuda::Context& c, int64_t rows, int64_t context) {
   BENCH_CUDA(cudaStreamSynchronize(c.stream));
   cudaFree(trace);
   w.release();
+  // The blocks with keys (the others stamp their start only, then exit): their starts and ends.
+  std::vector<int64_t> live;
   unsigned long long t0 = ~0ull;
-  int64_t live = 0;  // blocks with keys (the others stamp their start only, then exit)
   for (int64_t b = 0; b < blocks; ++b)
     if (t[b * kEvents] != 0 && t[b * kEvents + kEvents - 1] != 0) {
+      live.push_back(b);
       t0 = std::min(t0, t[b * kEvents]);
-      ++live;
     }
-  auto pct = [](std::vector<double> v, double q) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[static_cast<size_t>(q * (v.size() - 1))];
+  auto pct = [](const std::vector<double>& sorted, double q) {
+    return sorted.empty() ? 0.0 : sorted[static_cast<size_t>(q * (sorted.size() - 1))];
   };
   std::printf("decode attention, %lld rows of %lld keys: %lld blocks with keys (stamps in us)\n",
-              static_cast<long long>(rows), static_cast<long long>(context), static_cast<long long>(live));
+              static_cast<long long>(rows), static_cast<long long>(context), static_cast<long long>(live.size()));
   std::printf("  %-20s %9s %9s\n", "since block start", "median", "p90");
   for (int e = 1; e < kEvents; ++e) {
     std::vector<double> d;
-    for (int64_t b = 0; b < blocks; ++b)
-      if (t[b * kEvents] != 0 && t[b * kEvents + e] != 0) d.push_back(1e-3 * static_cast<double>(t[b * kEvents + e] - t[b * kEvents]));
+    for (int64_t b : live) d.push_back(1e-3 * static_cast<double>(t[b * kEvents + e] - t[b * kEvents]));
+    std::sort(d.begin(), d.end());
     std::printf("  %-20s %9.2f %9.2f\n", names[e], pct(d, 0.5), pct(d, 0.9));
   }
-  std::vector<double> starts, ends;
-  for (int64_t b = 0; b < blocks; ++b)
-    if (t[b * kEvents] != 0 && t[b * kEvents + kEvents - 1] != 0) {
-      starts.push_back(1e-3 * static_cast<double>(t[b * kEvents] - t0));
-      ends.push_back(1e-3 * static_cast<double>(t[b * kEvents + kEvents - 1] - t0));
-    }
+  std::vector<double> starts, ends;  // in block order (paired), sorted copies for the percentiles
+  for (int64_t b : live) {
+    starts.push_back(1e-3 * static_cast<double>(t[b * kEvents] - t0));
+    ends.push_back(1e-3 * static_cast<double>(t[b * kEvents + kEvents - 1] - t0));
+  }
+  std::vector<double> sorted_starts = starts, sorted_ends = ends;
+  std::sort(sorted_starts.begin(), sorted_starts.end());
+  std::sort(sorted_ends.begin(), sorted_ends.end());
+  const double last_end = pct(sorted_ends, 1.0);
   std::printf("  block starts since the first: median %.2f, p90 %.2f, last %.2f; ends: first %.2f, median %.2f, last %.2f\n",
-              pct(starts, 0.5), pct(starts, 0.9), pct(starts, 1.0), pct(ends, 0.0), pct(ends, 0.5), pct(ends, 1.0));
+              pct(sorted_starts, 0.5), pct(sorted_starts, 0.9), pct(sorted_starts, 1.0), pct(sorted_ends, 0.0),
+              pct(sorted_ends, 0.5), last_end);
   std::printf("  blocks live every 2 us:");
-  for (double at = 0; at <= pct(ends, 1.0); at += 2.0) {
+  for (double at = 0; at <= last_end; at += 2.0) {
     int n = 0;
     for (size_t i = 0; i < starts.size(); ++i) n += starts[i] <= at && at < ends[i];
     std::printf(" %d", n);
