@@ -304,7 +304,7 @@ void print_trace(cuda::Context& c, int64_t rows, int64_t context) {
   w.make_rows(rows, c.stream);
   for (int l = 0; l + 1 < layers; ++l) w.attend(c, l * rows, rows, static_cast<int32_t>(context));
   const int64_t blocks =
-      kKvHeads * cuda::max_partition_count(context, c.attention_small_end, c.attention_medium_end) * rows;
+      kKvHeads * cuda::max_partition_count(context, c.attention_tiers) * rows;
   auto* trace = static_cast<unsigned long long*>(device_alloc(blocks * kEvents * 8));
   BENCH_CUDA(cudaMemsetAsync(trace, 0, blocks * kEvents * 8, c.stream));
   c.attention_trace = trace;
@@ -375,7 +375,7 @@ int run(const Options& opt) {
   c.max_context = kMaxContext;
   // Room for the most partitions any scheme below makes (64 keys each everywhere).
   c.attention_scratch_floats =
-      cuda::attention_scratch_floats(kMaxDecodeRows, kHeads, kHeadDim, kMaxContext, 1 << 30, 1 << 30);
+      cuda::attention_scratch_floats(kMaxDecodeRows, kHeads, kHeadDim, kMaxContext, {1 << 30, 1 << 30, 1 << 30});
   c.attention_scratch = static_cast<float*>(device_alloc(c.attention_scratch_floats * sizeof(float)));
 
   // The ceiling: a device-to-device copy of 1 GiB, bytes read plus bytes written.
@@ -432,27 +432,26 @@ int run(const Options& opt) {
   // The partition size at each context (attention_partitions.h picks by key count; here each size is
   // forced everywhere), 1 row.
   std::printf("\ndecode attention, 1 row, us per call by keys per partition (forced everywhere):\n");
-  std::printf("  %7s %9s %9s %9s %10s\n", "context", "P=64", "P=128", "P=256", "default P");
+  std::printf("  %7s %9s %9s %9s %9s %10s\n", "context", "P=64", "P=128", "P=256", "P=512", "default P");
   struct Sweep {
     int64_t context;
-    double us[3];
+    double us[4];
   };
   std::vector<Sweep> sweep;
-  const int small_end = c.attention_small_end, medium_end = c.attention_medium_end;
-  for (int64_t context : {int64_t{1024}, int64_t{2048}, int64_t{4096}, int64_t{8192}, int64_t{32768}}) {
+  const cuda::PartitionTiers tiers = c.attention_tiers;
+  for (int64_t context : {int64_t{1024}, int64_t{2048}, int64_t{4096}, int64_t{8192}, int64_t{16384}, int64_t{32768}}) {
     Sweep row{context, {}};
-    const int schemes[3][2] = {{1 << 30, 1 << 30}, {0, 1 << 30}, {0, 0}};
-    for (int i = 0; i < 3; ++i) {
-      c.attention_small_end = schemes[i][0];
-      c.attention_medium_end = schemes[i][1];
+    constexpr int kAll = 1 << 30;
+    const cuda::PartitionTiers schemes[4] = {{kAll, kAll, kAll}, {0, kAll, kAll}, {0, 0, kAll}, {0, 0, 0}};
+    for (int i = 0; i < 4; ++i) {
+      c.attention_tiers = schemes[i];
       row.us[i] = time_decode(c, 1, context, static_cast<int32_t>(context), replays).us;
     }
-    std::printf("  %7lld %9.1f %9.1f %9.1f %10d\n", static_cast<long long>(context), row.us[0], row.us[1], row.us[2],
-                cuda::partition_keys(static_cast<int>(context), small_end, medium_end));
+    std::printf("  %7lld %9.1f %9.1f %9.1f %9.1f %10d\n", static_cast<long long>(context), row.us[0], row.us[1],
+                row.us[2], row.us[3], cuda::partition_keys(static_cast<int>(context), tiers));
     sweep.push_back(row);
   }
-  c.attention_small_end = small_end;
-  c.attention_medium_end = medium_end;
+  c.attention_tiers = tiers;
 
   // Keys and values loaded without an L2 hint (HELIUM_CUDA_KV_POLICY=normal) and with evict_first (the
   // default), 1 row.
@@ -519,7 +518,8 @@ int run(const Options& opt) {
     j << "], \"partition_sweep_us\": [";
     for (size_t i = 0; i < sweep.size(); ++i)
       j << (i ? ", " : "") << "{\"context\": " << sweep[i].context << ", \"p64\": " << sweep[i].us[0]
-        << ", \"p128\": " << sweep[i].us[1] << ", \"p256\": " << sweep[i].us[2] << "}";
+        << ", \"p128\": " << sweep[i].us[1] << ", \"p256\": " << sweep[i].us[2]
+        << ", \"p512\": " << sweep[i].us[3] << "}";
     j << "], \"kv_policy_us\": [";
     for (size_t i = 0; i < kv_policy.size(); ++i)
       j << (i ? ", " : "") << "{\"context\": " << kv_policy[i][0] << ", \"normal\": " << kv_policy[i][1]

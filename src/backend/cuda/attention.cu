@@ -49,12 +49,13 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-// Positions per split-KV partition: at most kDecodePartitionKeys (shared memory is sized for it), fewer
-// for short rows (partition_keys, attention_partitions.h).
+// Positions per split-KV partition: at most kDecodePartitionKeys (partition_keys, attention_partitions.h;
+// the wide ring's blocks hold that many, the deep ring's kDeepPartitionKeys).
 constexpr int kDecodePartitionKeys = kMaxPartitionKeys;
+constexpr int kDeepPartitionKeys = 256;
+// The generic prefill kernel walks a row's keys in pieces of this many.
+constexpr int kGenericPrefillKeys = 256;
 constexpr int kDecodeThreads = 128;
-constexpr int kDecodeStages = 4;             // cp.async ring depth of the decode kernel (default; 3: Context)
-constexpr int kDecodeStageBytes = 16 << 10;  // bytes of one ring stage
 constexpr int kMergeThreads = 256;
 constexpr int kGenericThreads = 128;
 constexpr int kGenericMaxHeadDim = 512;
@@ -103,7 +104,7 @@ struct AttentionArgs {
   int64_t cache_slots;
   int max_keys;      // a row with more keys traps (decode: the grid covers max_keys positions)
   int n_partitions;  // decode: partitions per row (gridDim.y of the tuned partition kernel, .x of the generic)
-  int small_end, medium_end;  // partition_keys' thresholds (Context)
+  PartitionTiers tiers;       // partition_keys' thresholds (Context::attention_tiers)
   bool evict_first;           // decode: keys and values loaded with the L2 evict_first policy
   bool early_kv;              // decode: keys this step does not write are loaded before pdl_wait (Context)
   bool no_math;               // diagnostic (HELIUM_CUDA_OMIT=attn_math): decode streams K/V, computes nothing
@@ -280,14 +281,16 @@ __device__ __forceinline__ float warp_sum(float v) {
 // kElems elements in kLoads 16-byte pieces interleaved across the lanes (piece v of lane k = piece
 // v * kLanesPerKey + k of the vector, so a warp reads contiguous bytes). The block's kKeySlots lane groups
 // take keys slot, slot + kKeySlots, ... of each chunk. K and V of the partition stream through a cp.async
-// ring of kStages chunks (all K chunks, then all V chunks), so up to kStages x 16 KB per block are in
-// flight however few registers the compute needs (3 or 4 stages: launch_decode_partition).
+// ring of kStages chunks (all K chunks, then all V chunks), so up to kStages stages per block are in
+// flight however few registers the compute needs (the deep or the wide ring: Ring, launch_decode_partition).
 //
-// Sums, all fixed by (head_dim, kGroup, dtype) and the key's position in the partition:
-//   score: each lane's kElems products in element order, then transpose_reduce over the key's lanes;
+// Sums, all fixed by (head_dim, kGroup, dtype) and the key's position in the partition — not by the ring:
+//   score: each lane's kElems products in element order, then transpose_reduce over the key's lanes (the
+//   same tree of lane offsets whatever the number of values reduced at once, kStepKeys * kGroup);
 //   max / exp / l: per head, lane i of a warp takes keys i, i + 32, ... in order, then a butterfly;
-//   acc: each lane group sums its keys in increasing position, then the kKeySlots groups are summed in
-//   group order through shared memory.
+//   acc: each lane group sums its keys in increasing position (the keys ≡ its slot mod kKeySlots, for any
+//   chunk of a multiple of kKeySlots keys), then the kKeySlots groups are summed in group order through
+//   shared memory.
 //
 // kFused (attention_with_prologue, FusedPrologue): the block also does the q/k prologue's work that it
 // needs — its query heads normalised and rotated into shared memory, the keys this step writes computed
@@ -295,16 +298,31 @@ __device__ __forceinline__ float warp_sum(float v) {
 // elementwise.cuh, rounded to the cache's dtype: the bits the cache gets) — and block (part 0, first pass)
 // writes the row's K/V; with FusedPrologue::merge the last partition block of the group merges
 // (merge_in_block). Every sum above is unchanged.
-template <typename T, int kHeadDim, int kGroup, int kRingStages, bool kFused = false>
+// The decode kernel's two K/V rings. Deep: four 16 KB stages and partitions of up to 256 keys (about 70 KB
+// of shared memory a block, three blocks per multiprocessor on sm_90) — more bytes in flight per block,
+// for grids resident at once. Wide: 8 KB stages, as many as fit with partitions of up to 512 keys in
+// kWideBlockBytes (four blocks per multiprocessor) — for rows past PartitionTiers::large_end and grids
+// larger than the deep ring's wave. The ring changes how K/V are staged, never an output's arithmetic
+// (none of the sums above depends on the chunk size).
+enum class Ring { kDeep, kWide };
+constexpr size_t kWideBlockBytes = 56 << 10;  // (228 KB of an sm_90 multiprocessor) / 4 - 1 KB reserved per block
+
+// Resident blocks per multiprocessor (sm_90). The kernel's launch bounds and the launcher's wave counts
+// both use it.
+constexpr int decode_blocks_per_sm(Ring ring) { return ring == Ring::kWide ? 4 : 3; }
+
+template <typename T, int kHeadDim, int kGroup, Ring kRing, bool kFused = false>
 struct DecodeTraits {
-  static constexpr int kStages = kRingStages;
+  static constexpr bool kWide = kRing == Ring::kWide;
+  static constexpr int kPartKeys = kWide ? kDecodePartitionKeys : kDeepPartitionKeys;  // the longest partition
+  static constexpr int kStageBytes = kWide ? 8 << 10 : 16 << 10;                        // one ring stage
   static constexpr int kElems = kGroup == 8 ? 8 : 16;  // cache elements per lane per key
   static constexpr int kVec = CacheElem<T>::kPer16Bytes;
   static constexpr int kLoads = kElems / kVec;
   static constexpr int kLanesPerKey = kHeadDim / kElems;
   static constexpr int kKeySlots = kDecodeThreads / kLanesPerKey;
   static constexpr int kRowBytes = kHeadDim * static_cast<int>(sizeof(T));
-  static constexpr int kChunkKeys = std::min(kDecodePartitionKeys, kDecodeStageBytes / kRowBytes);
+  static constexpr int kChunkKeys = std::min(kPartKeys, kStageBytes / kRowBytes);
   // Keys per lane group per reduction step: bounded so that kStepKeys * kGroup partial scores fit in
   // registers beside the kGroup * kElems query values.
   static constexpr int kStepKeys = std::max(1, std::min(kChunkKeys / kKeySlots, 32 / kGroup));
@@ -312,29 +330,29 @@ struct DecodeTraits {
   static constexpr int kPiecesPerKey = kRowBytes / 16;
   static constexpr int kPiecesPerChunk = kChunkKeys * kPiecesPerKey;
 
-  static_assert(kHeadDim % kElems == 0 && kElems % kVec == 0);
-  static_assert(kLanesPerKey >= 1 && kLanesPerKey <= 32 && (kLanesPerKey & (kLanesPerKey - 1)) == 0);
-  static_assert(kDecodePartitionKeys % kChunkKeys == 0 && kChunkKeys % (kKeySlots * kStepKeys) == 0);
-  static_assert(kPiecesPerChunk % kDecodeThreads == 0);
-  static_assert(kKeySlots * kGroup * kHeadDim * 4 <= kStages * kDecodeStageBytes);
-
-  static constexpr size_t kRingBytes = size_t{kStages} * kDecodeStageBytes;
-  static constexpr size_t kScoreBytes = size_t{kDecodePartitionKeys} * kGroup * 4;
-  static constexpr size_t kSlotBytes = size_t{kDecodePartitionKeys} * 8;
+  static constexpr size_t kScoreBytes = size_t{kPartKeys} * kGroup * 4;
+  static constexpr size_t kSlotBytes = size_t{kPartKeys} * 8;
   static constexpr size_t kMlBytes = 2 * kGroup * 4;
   // kFused: each batch row's k scale, the query heads' scales (8 at most), the merge flag.
   static constexpr size_t kFusedBytes = kFused ? size_t{kMaxDecodeRows} * 4 + 8 * 4 + 16 : 0;
-  static constexpr size_t kSmemBytes = kRingBytes + kScoreBytes + kSlotBytes + kMlBytes + kFusedBytes;
+  static constexpr size_t kFixedBytes = kScoreBytes + kSlotBytes + kMlBytes + kFusedBytes;
+  static constexpr int kStages =
+      kWide ? std::min<int>(6, static_cast<int>((kWideBlockBytes - kFixedBytes) / kStageBytes)) : 4;
+  static constexpr size_t kRingBytes = size_t{kStages} * kStageBytes;
+  static constexpr size_t kSmemBytes = kRingBytes + kFixedBytes;
+
+  static_assert(kHeadDim % kElems == 0 && kElems % kVec == 0);
+  static_assert(kLanesPerKey >= 1 && kLanesPerKey <= 32 && (kLanesPerKey & (kLanesPerKey - 1)) == 0);
+  static_assert(kPartKeys % kChunkKeys == 0 && kChunkKeys % (kKeySlots * kStepKeys) == 0);
+  static_assert(kPiecesPerChunk % kDecodeThreads == 0);
+  static_assert(kStages >= 4 && (!kWide || kSmemBytes <= kWideBlockBytes));
+  static_assert(kKeySlots * kGroup * kHeadDim * 4 <= kRingBytes);  // s_red, the lane groups' accumulators
   // The fused prologue stages the queries in the score area (kGroup * kHeadDim floats) before any score.
   static_assert(!kFused || size_t{kGroup} * kHeadDim * 4 <= kScoreBytes);
 };
 
-// Resident blocks per multiprocessor: 3 with the 4-stage ring (about 70 KB of shared memory each), 4 with
-// the 3-stage one (about 54 KB). The kernel's launch bounds and the launcher's wave counts both use it.
-constexpr int decode_blocks_per_sm(int stages) { return stages == 3 ? 4 : 3; }
-
-// The most partitions merge_in_block takes: its (m, l) pairs live in the score area.
-constexpr int kMaxFusedMergePartitions = kDecodePartitionKeys / 2;
+// The most partitions merge_in_block takes: its (m, l) pairs live in the score area (the deep ring's).
+constexpr int kMaxFusedMergePartitions = kDeepPartitionKeys / 2;
 
 // The merge of one (row, head group)'s partitions by the block that finished last, with exactly the
 // arithmetic of attention_decode_merge (the same weights, slices and orders, so the same bits): the
@@ -472,11 +490,11 @@ __device__ __forceinline__ void write_row_kv(const AttentionArgs& a, int row, in
   }
 }
 
-template <typename T, int kHeadDim, int kGroup, int kStages, bool kFused>
-__global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
+template <typename T, int kHeadDim, int kGroup, Ring kRing, bool kFused>
+__global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kRing))
     attention_decode_partition(const AttentionArgs a) {
   if (!kFused || a.fused.early_trigger) pdl_launch_dependents();  // the next kernel may start its own independent loads
-  using Tr = DecodeTraits<T, kHeadDim, kGroup, kStages, kFused>;
+  using Tr = DecodeTraits<T, kHeadDim, kGroup, kRing, kFused>;
   extern __shared__ __align__(16) uint8_t smem[];
   T* s_ring = reinterpret_cast<T*>(smem);                               // [stages][chunk keys][head_dim]
   float* s_red = reinterpret_cast<float*>(smem);                        // after the ring is drained
@@ -497,7 +515,8 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
   const int kv_head = blockIdx.x / passes;
   const int head0 = kv_head * a.group + (blockIdx.x % passes) * kGroup;
   const RowKeys rk = row_keys(a, row);
-  const int part_keys = partition_keys(rk.n_keys, a.small_end, a.medium_end);
+  const int part_keys = partition_keys(rk.n_keys, a.tiers);
+  require(part_keys <= Tr::kPartKeys);  // the launcher's choice of ring
   const int p0 = part * part_keys;
   const int tid = threadIdx.x;
   const bool writes_kv = kFused && part == 0 && blockIdx.x % passes == 0;
@@ -558,7 +577,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     const bool is_v = c >= n_chunks;
     const int key0 = (is_v ? c - n_chunks : c) * Tr::kChunkKeys;
     const T* cache = static_cast<const T*>(is_v ? a.v_cache : a.k_cache);
-    T* stage = s_ring + (c % Tr::kStages) * (kDecodeStageBytes / sizeof(T));
+    T* stage = s_ring + (c % Tr::kStages) * (Tr::kStageBytes / sizeof(T));
 #pragma unroll
     for (int j = 0; j < Tr::kPiecesPerChunk / kDecodeThreads; ++j) {
       const int piece = j * kDecodeThreads + tid;
@@ -673,7 +692,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     cp_async_commit();
     cp_async_wait<Tr::kStages - 1>();
     __syncthreads();  // chunk c has landed for every thread
-    return s_ring + (c % Tr::kStages) * (kDecodeStageBytes / sizeof(T));
+    return s_ring + (c % Tr::kStages) * (Tr::kStageBytes / sizeof(T));
   };
 
   // Scores: s_score[i][g] = (q_g · k_i) · scale.
@@ -817,7 +836,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kStages))
     // The last of the group's partition blocks merges: every block publishes its partials (fence), then
     // counts itself; the block that brings the count to the row's partition count resets it for the next
     // launch and, after a fence of its own, reads the others' partials.
-    const int parts = partition_count(rk.n_keys, a.small_end, a.medium_end);
+    const int parts = partition_count(rk.n_keys, a.tiers);
     __threadfence();
     __syncthreads();
     if (tid == 0) {
@@ -917,7 +936,7 @@ __global__ void __launch_bounds__(kGenericThreads) attention_decode_partition_ge
   __shared__ GenericSmem s;
   const int part = blockIdx.x, head = blockIdx.y, row = blockIdx.z;
   const RowKeys rk = row_keys(a, row);
-  const int part_keys = partition_keys(rk.n_keys, a.small_end, a.medium_end);
+  const int part_keys = partition_keys(rk.n_keys, a.tiers);
   const int p0 = part * part_keys;
   if (p0 >= rk.n_keys) return;
   load_query(a, row, head, s.q);
@@ -942,9 +961,9 @@ __global__ void __launch_bounds__(kGenericThreads) attention_rows_generic(const 
   const RowKeys rk = row_keys(a, row);
   load_query(a, row, head, s.q);
   float run_m = -INFINITY, run_l = 0.0f, run_acc[kGenericDimsPerThread] = {};
-  for (int p0 = 0; p0 < rk.n_keys; p0 += kDecodePartitionKeys) {
+  for (int p0 = 0; p0 < rk.n_keys; p0 += kGenericPrefillKeys) {
     float m, l, acc[kGenericDimsPerThread];
-    generic_partition<T>(a, rk, head / a.group, p0, kDecodePartitionKeys, s, m, l, acc);
+    generic_partition<T>(a, rk, head / a.group, p0, kGenericPrefillKeys, s, m, l, acc);
     const float new_m = fmaxf(run_m, m);
     const float old_w = expf(run_m - new_m), new_w = expf(m - new_m);
     run_l = run_l * old_w + l * new_w;
@@ -986,7 +1005,7 @@ __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const At
     for (int d = tid; d < d_max; d += kMergeThreads) out[d] = 0.0f;
     return;
   }
-  const int parts = partition_count(rk.n_keys, a.small_end, a.medium_end);
+  const int parts = partition_count(rk.n_keys, a.tiers);
   const int64_t base = (static_cast<int64_t>(row) * a.n_heads + head) * a.n_partitions;
   using Vec = std::conditional_t<kVec == 4, float4, float>;
   const int vecs = d_max / kVec;  // kVec-wide pieces of a head
@@ -1337,22 +1356,30 @@ bool tuned_head_dim(int d) { return d == 16 || d == 32 || d == 64 || d == 128 ||
 // Query heads per decode block: the largest of 8, 4, 2, 1 dividing the GQA group.
 int decode_heads_per_block(int group) { return group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1; }
 
-template <typename T, int kHeadDim, int kGroup, int kStages, bool kFused>
-void launch_decode_partition_stages(const Context& c, const AttentionArgs& a) {
-  using Tr = DecodeTraits<T, kHeadDim, kGroup, kStages, kFused>;
-  auto kernel = attention_decode_partition<T, kHeadDim, kGroup, kStages, kFused>;
+template <typename T, int kHeadDim, int kGroup, Ring kRing, bool kFused>
+void launch_decode_partition_ring(const Context& c, const AttentionArgs& a) {
+  using Tr = DecodeTraits<T, kHeadDim, kGroup, kRing, kFused>;
+  auto kernel = attention_decode_partition<T, kHeadDim, kGroup, kRing, kFused>;
   HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(Tr::kSmemBytes)));
   const dim3 grid(a.n_kv_heads * (a.group / kGroup), a.n_partitions, a.rows);
   launch(c, kernel, grid, kDecodeThreads, Tr::kSmemBytes, a);
 }
 
-// The ring depth (Context::attention_stages) changes how K/V are staged, never an output's arithmetic.
-// Chosen by the grid unless forced: a grid that fits the device at three blocks per multiprocessor keeps
-// the deeper ring (more bytes in flight per block); a larger one takes four shallower blocks per
-// multiprocessor, so fewer waves. H200, Qwen3-8B shape (docs/benchmarks.md, seventh session), decode
-// tok/s with 4 / 3 stages everywhere: 1K 203.1 / 202.7 (128 blocks), 8K 189.9 / 188.0 (256), 32K
-// 155.7 / 159.8 (1,024 blocks: 2.6 waves at three per multiprocessor, 1.9 at four).
+// The ring (Ring; Context::attention_ring forces one where it can run): the wide one when a row may have
+// partitions of more than 256 keys (layout.max_keys past the tiers' large_end), or when the grid does not
+// fit the device at the deep ring's three blocks per multiprocessor (four wide blocks, fewer waves);
+// otherwise the deep one (more bytes in flight per block). H200, Qwen3-8B shape (docs/benchmarks.md,
+// seventh session), decode tok/s with 4 / 3 16 KB stages everywhere: 1K 203.1 / 202.7 (128 blocks), 8K
+// 189.9 / 188.0 (256), 32K 155.7 / 159.8 (1,024 blocks: 2.6 waves at three per multiprocessor, 1.9 at
+// four); the wide ring's 512-key partitions make 32K one wave of 512 blocks (fifteenth session).
+Ring decode_ring(const Context& c, const AttentionArgs& a, int64_t blocks) {
+  const bool long_partitions = max_partition_keys(a.max_keys, a.tiers) > kDeepPartitionKeys;
+  if (long_partitions || c.attention_ring == Context::kRingWide) return Ring::kWide;
+  if (c.attention_ring == Context::kRingDeep) return Ring::kDeep;
+  return c.sm_count > 0 && blocks > int64_t{decode_blocks_per_sm(Ring::kDeep)} * c.sm_count ? Ring::kWide : Ring::kDeep;
+}
+
 // Early K/V loads (Context::attention_early_kv) only when the whole grid is resident at once: then every
 // block loads its first chunks while the q/k prologue runs. A grid of several waves gains only in its first
 // wave, and its early loads take the memory from the prologue it waits for. H200, Qwen3-8B shape
@@ -1361,13 +1388,11 @@ void launch_decode_partition_stages(const Context& c, const AttentionArgs& a) {
 template <typename T, int kHeadDim, int kGroup, bool kFused>
 void launch_decode_partition(const Context& c, const AttentionArgs& a) {
   const int64_t blocks = int64_t{a.n_kv_heads} * (a.group / kGroup) * a.n_partitions * a.rows;
-  int stages = c.attention_stages;
-  if (stages == 0)
-    stages = c.sm_count > 0 && blocks > int64_t{decode_blocks_per_sm(kDecodeStages)} * c.sm_count ? 3 : kDecodeStages;
+  const Ring ring = decode_ring(c, a, blocks);
   AttentionArgs b = a;
-  b.early_kv = a.early_kv && c.sm_count > 0 && blocks <= int64_t{decode_blocks_per_sm(stages)} * c.sm_count;
-  if (stages == 3) launch_decode_partition_stages<T, kHeadDim, kGroup, 3, kFused>(c, b);
-  else launch_decode_partition_stages<T, kHeadDim, kGroup, kDecodeStages, kFused>(c, b);
+  b.early_kv = a.early_kv && c.sm_count > 0 && blocks <= int64_t{decode_blocks_per_sm(ring)} * c.sm_count;
+  if (ring == Ring::kWide) launch_decode_partition_ring<T, kHeadDim, kGroup, Ring::kWide, kFused>(c, b);
+  else launch_decode_partition_ring<T, kHeadDim, kGroup, Ring::kDeep, kFused>(c, b);
 }
 
 template <typename T, int kHeadDim, bool kFused>
@@ -1454,11 +1479,11 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context, int small_end,
-                                int medium_end) {
+size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context,
+                                const PartitionTiers& tiers) {
   // Partials of the decode path only: rows <= kMaxDecodeRows, {m, l} + head_dim floats per partition.
   const int64_t rows = std::min(max_rows, kMaxDecodeRows);
-  return static_cast<size_t>(rows * max_heads * max_partition_count(max_context, small_end, medium_end) *
+  return static_cast<size_t>(rows * max_heads * max_partition_count(max_context, tiers) *
                              (max_head_dim + 2));
 }
 
@@ -1535,8 +1560,7 @@ AttentionCall prepare_attention(const Context& c, const Tensor& q, const Tensor&
     // short contexts launch 64 x kv_heads x 128 mostly empty blocks per layer.
     HELIUM_CUDA_REQUIRE(op, layout.max_keys > 0);
     a.max_keys = layout.max_keys;
-    a.small_end = c.attention_small_end;
-    a.medium_end = c.attention_medium_end;
+    a.tiers = c.attention_tiers;
     a.evict_first = c.kv_evict_first;
     a.early_kv = c.attention_early_kv;
     a.no_math = (c.omit & kOmitAttnMath) != 0;
@@ -1544,7 +1568,7 @@ AttentionCall prepare_attention(const Context& c, const Tensor& q, const Tensor&
     // The tuned partition kernel's (the generic one's blocks do not prefetch); only while the step's K/V are
     // short enough that the memory has time to spare.
     if (layout.max_keys <= c.prefetch_attention_max_keys) a.prefetch = during;
-    const int64_t parts = max_partition_count(layout.max_keys, a.small_end, a.medium_end);
+    const int64_t parts = max_partition_count(layout.max_keys, a.tiers);
     const int64_t partial_floats = rows * shape.n_heads * parts;
     HELIUM_CUDA_REQUIRE(op, c.attention_scratch != nullptr &&
                                 static_cast<size_t>(partial_floats * (shape.head_dim + 2)) <= c.attention_scratch_floats);
@@ -1609,7 +1633,7 @@ bool attention_with_prologue(const Context& c, const Tensor& q, const Tensor& k,
   // thirteenth session).
   const int64_t blocks = int64_t{groups} * call.args.n_partitions * rows;
   if (c.attention_fused == Context::kFusedOneWave &&
-      (c.sm_count <= 0 || blocks > int64_t{decode_blocks_per_sm(kDecodeStages)} * c.sm_count))
+      (c.sm_count <= 0 || blocks > int64_t{decode_blocks_per_sm(decode_ring(c, call.args, blocks))} * c.sm_count))
     return false;
   AttentionArgs& a = call.args;
   a.write_slots = layout.write_slots.as<int32_t>();

@@ -3,15 +3,18 @@
 // partials' scratch by the same rule the kernels use.
 //
 // A row of n keys is cut into partitions of P keys aligned to position 0, P = 64 up to small_end keys,
-// 128 up to medium_end, kMaxPartitionKeys beyond: short contexts still spread over many blocks (a 1K row
-// of a model with 8 KV heads gets 128 blocks instead of 32), long ones keep few partials to merge. P is a
-// function of the row's own key count, never of the batch: a row alone, in a batch, or as a tree row at
-// the same position is cut the same way (bitwise batch invariance).
+// 128 up to medium_end, 256 up to large_end, kMaxPartitionKeys (512) beyond: short contexts still spread
+// over many blocks (a 1K row of a model with 8 KV heads gets 128 blocks instead of 32), long ones keep few
+// partials to merge and few enough blocks to be resident at once (a 32K row of 8 KV heads: 512 blocks,
+// one wave on the H200's 132 multiprocessors at four blocks each, where 256-key partitions made 1,024 and
+// two waves). P is a function of the row's own key count, never of the batch: a row alone, in a batch, or
+// as a tree row at the same position is cut the same way (bitwise batch invariance).
 //
 // The thresholds come from helium_bench_cuda_attention on the H200 (Qwen3-8B shape, 1 row, µs per layer,
 // P = 64 / 128 / 256 forced everywhere; docs/benchmarks.md, seventh session): 1K 9.0 / 10.2 / 13.0,
 // 2K 10.8 / 10.0 / 13.4, 4K 15.3 / 12.7 / 13.2, 8K 25.7 / 19.2 / 16.9, 32K 81.2 / 60.0 / 49.9 — 64 wins
-// at 1K, 128 at 2K and 4K, 256 beyond (the third session's sweep ranked them the same way).
+// at 1K, 128 at 2K and 4K, 256 beyond (the third session's sweep ranked them the same way). 512 past 16K:
+// docs/benchmarks.md, fifteenth session.
 #pragma once
 
 #include <algorithm>
@@ -25,28 +28,37 @@
 
 namespace helium::cuda {
 
-inline constexpr int kMaxPartitionKeys = 256;
-// Default thresholds (Context::attention_small_end / attention_medium_end).
-inline constexpr int kDefaultPartitionSmallEnd = 1024;
-inline constexpr int kDefaultPartitionMediumEnd = 4096;
+inline constexpr int kMaxPartitionKeys = 512;
 
-HELIUM_HOST_DEVICE int partition_keys(int n_keys, int small_end, int medium_end) {
-  return n_keys <= small_end ? 64 : n_keys <= medium_end ? 128 : kMaxPartitionKeys;
+// Where each partition size ends (keys of a row); the defaults are Context::attention_tiers'.
+struct PartitionTiers {
+  int small_end = 1024;   // 64-key partitions up to here
+  int medium_end = 4096;  // 128
+  int large_end = 16384;  // 256; kMaxPartitionKeys beyond
+};
+
+HELIUM_HOST_DEVICE int partition_keys(int n_keys, const PartitionTiers& t) {
+  return n_keys <= t.small_end ? 64 : n_keys <= t.medium_end ? 128 : n_keys <= t.large_end ? 256 : kMaxPartitionKeys;
 }
 
-HELIUM_HOST_DEVICE int partition_count(int n_keys, int small_end, int medium_end) {
-  const int p = partition_keys(n_keys, small_end, medium_end);
+HELIUM_HOST_DEVICE int partition_count(int n_keys, const PartitionTiers& t) {
+  const int p = partition_keys(n_keys, t);
   return (n_keys + p - 1) / p;
 }
 
 // The most partitions a row of at most max_keys keys has: the count grows within each tier, so the
 // largest is at a tier's end or at max_keys.
-inline int64_t max_partition_count(int64_t max_keys, int small_end, int medium_end) {
+inline int64_t max_partition_count(int64_t max_keys, const PartitionTiers& t) {
   int64_t most = 0;
-  for (int64_t end : {int64_t{small_end}, int64_t{medium_end}, max_keys})
+  for (int64_t end : {int64_t{t.small_end}, int64_t{t.medium_end}, int64_t{t.large_end}, max_keys})
     if (end > 0 && max_keys > 0)
-      most = std::max<int64_t>(most, partition_count(static_cast<int>(std::min(end, max_keys)), small_end, medium_end));
+      most = std::max<int64_t>(most, partition_count(static_cast<int>(std::min(end, max_keys)), t));
   return most;
+}
+
+// The longest partition a row of at most max_keys keys gets.
+inline int max_partition_keys(int64_t max_keys, const PartitionTiers& t) {
+  return partition_keys(static_cast<int>(std::min<int64_t>(max_keys, 1 << 30)), t);
 }
 
 }  // namespace helium::cuda

@@ -209,21 +209,25 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_ASSIGN_OR_RETURN(m.ctx.lt_workspace, reserve(o.cublas_workspace_bytes, "cuBLASLt workspace"));
   m.ctx.lt_workspace_bytes = o.cublas_workspace_bytes;
   if (const char* parts = std::getenv("HELIUM_CUDA_ATTN_PARTITIONS"); parts != nullptr && *parts) {
-    int small_end = 0, medium_end = 0;
-    if (std::sscanf(parts, "%d,%d", &small_end, &medium_end) != 2 || small_end < 0 || medium_end < small_end)
-      return Status::error("HELIUM_CUDA_ATTN_PARTITIONS must be 'small_end,medium_end' (keys, 0 <= small <= medium)");
-    m.ctx.attention_small_end = small_end;
-    m.ctx.attention_medium_end = medium_end;
+    cuda::PartitionTiers t;
+    char tail = 0;
+    const int n = std::sscanf(parts, "%d,%d,%d%c", &t.small_end, &t.medium_end, &t.large_end, &tail);
+    if (n == 2) t.large_end = std::max(t.medium_end, cuda::PartitionTiers{}.large_end);
+    if ((n != 2 && n != 3) || t.small_end < 0 || t.medium_end < t.small_end || t.large_end < t.medium_end)
+      return Status::error("HELIUM_CUDA_ATTN_PARTITIONS must be 'small_end,medium_end[,large_end]' (keys, 0 <= small "
+                           "<= medium <= large), not '" + std::string(parts) + "'");
+    m.ctx.attention_tiers = t;
   }
-  // Decode attention's K/V ring depth: chosen per launch by the grid (attention.cu) unless
-  // HELIUM_CUDA_ATTN_STAGES=3|4 forces it (for comparisons).
-  if (const char* stages = std::getenv("HELIUM_CUDA_ATTN_STAGES"); stages != nullptr && *stages) {
-    const std::string_view v(stages);
-    if (v != "3" && v != "4") return Status::error("HELIUM_CUDA_ATTN_STAGES must be 3 or 4, not '" + std::string(v) + "'");
-    m.ctx.attention_stages = v == "3" ? 3 : 4;
+  // Decode attention's K/V ring: chosen per launch (attention.cu) unless HELIUM_CUDA_ATTN_RING=deep|wide
+  // forces it (for comparisons).
+  if (const char* ring = std::getenv("HELIUM_CUDA_ATTN_RING"); ring != nullptr && *ring) {
+    const std::string_view v(ring);
+    if (v != "deep" && v != "wide")
+      return Status::error("HELIUM_CUDA_ATTN_RING must be deep or wide, not '" + std::string(v) + "'");
+    m.ctx.attention_ring = v == "deep" ? cuda::Context::kRingDeep : cuda::Context::kRingWide;
   }
   m.ctx.attention_scratch_floats = cuda::attention_scratch_floats(o.max_rows, o.max_heads, o.max_head_dim, o.max_context,
-                                                                  m.ctx.attention_small_end, m.ctx.attention_medium_end);
+                                                                  m.ctx.attention_tiers);
   HELIUM_ASSIGN_OR_RETURN(void* att, reserve(m.ctx.attention_scratch_floats * sizeof(float), "attention scratch"));
   m.ctx.attention_scratch = static_cast<float*>(att);
   // The fused decode attention's counters (one per row and head group), zero between its launches.

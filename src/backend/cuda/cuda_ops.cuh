@@ -73,14 +73,15 @@ struct Context {
   bool pdl = false;
   int max_rows = 0;
   int64_t max_context = 0;
-  // Decode attention's partition thresholds (attention_partitions.h); HELIUM_CUDA_ATTN_PARTITIONS=a,b
-  // overrides them at backend creation (0,0: 256-key partitions everywhere), for comparisons.
-  int attention_small_end = kDefaultPartitionSmallEnd;
-  int attention_medium_end = kDefaultPartitionMediumEnd;
-  // Depth of decode attention's K/V ring in 16 KB stages: 4 (three blocks per multiprocessor, more bytes in
-  // flight per block) or 3 (four blocks); 0 chooses by the grid (attention.cu, launch_decode_partition).
-  // HELIUM_CUDA_ATTN_STAGES=3|4 forces one, for comparisons. The outputs are the same bits either way.
-  int attention_stages = 0;
+  // Decode attention's partition thresholds (attention_partitions.h); HELIUM_CUDA_ATTN_PARTITIONS=a,b[,c]
+  // overrides them at backend creation (0,0,1000000: 256-key partitions everywhere), for comparisons.
+  PartitionTiers attention_tiers;
+  // Decode attention's K/V ring (attention.cu, DecodeTraits): kRingDeep, four 16 KB stages, partitions of
+  // up to 256 keys, three blocks per multiprocessor; kRingWide, 8 KB stages, partitions of up to 512 keys,
+  // four blocks. kRingAuto chooses per launch (launch_decode_partition); HELIUM_CUDA_ATTN_RING=deep|wide
+  // forces one where it can run (deep takes no 512-key partition), for comparisons. The same bits either way.
+  enum AttentionRing { kRingAuto, kRingDeep, kRingWide };
+  AttentionRing attention_ring = kRingAuto;
   // Weights in the decode matmul are read once per step: loaded with the L2 evict_first policy, they leave
   // the cache to what is read again (activations, keys and values). On unless HELIUM_CUDA_STREAM_POLICY=normal
   // (cuda_backend.cu has the measurement).
@@ -325,7 +326,7 @@ bool attention_with_prologue(const Context& c, const Tensor& q, const Tensor& k,
 
 // Scratch the attention kernels need for a configuration; CudaBackend reserves the maximum at creation.
 size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context,
-                                int small_end = kDefaultPartitionSmallEnd, int medium_end = kDefaultPartitionMediumEnd);
+                                const PartitionTiers& tiers = {});
 
 // ---- matmul (matmul.cu) ----
 // Bytes of Context::matmul_scratch the matmuls need, and of one decode split region: matmul_scratch.h.

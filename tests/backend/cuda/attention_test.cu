@@ -450,26 +450,52 @@ TEST_F(CudaAttentionTest, DecodeMatchesReference) {
   }
 }
 
-// The depth of the decode kernel's K/V ring (Context::attention_stages: 4 stages, 3 blocks per
-// multiprocessor, or 3 stages, 4 blocks; the fixture's context leaves the choice to the grid, without a
-// multiprocessor count: 4) stages the same keys in the same order: bitwise the same output.
-TEST_F(CudaAttentionTest, DecodeRingDepthKeepsTheBits) {
+// The decode kernel's two K/V rings (Context::attention_ring: deep, four 16 KB stages, or wide, 8 KB
+// stages and room for 512-key partitions) stage the same keys in the same order: bitwise the same output
+// for rows of up to 256-key partitions, which either ring takes (a batch with a longer row takes the wide
+// ring for every row, the same row alone the deep one).
+TEST_F(CudaAttentionTest, DecodeRingKeepsTheBits) {
   uint32_t seed = 50;
   for (const Shape& s : decode_shapes()) {
     PagedCache c(s, (kMaxTestContext + 9000) / s.page_size + 64, seed++);
     Rows rows;
-    for (int context : {1, 300, 3000, 33000}) rows.add(c.add_sequence(context), context);
+    for (int context : {1, 300, 3000, 9000, 16384}) rows.add(c.add_sequence(context), context);
     add_tree(c, rows, 250, kTreeParents);
     rows.random_q(s, c.rng());
     c.upload_all();
-    ctx_.attention_stages = 4;
-    const std::vector<float> four = run(c, rows);
-    ctx_.attention_stages = 3;
-    const std::vector<float> three = run(c, rows);
-    ctx_.attention_stages = 0;
-    ASSERT_EQ(four.size(), three.size());
-    EXPECT_EQ(std::memcmp(four.data(), three.data(), four.size() * sizeof(float)), 0) << s.name();
+    ctx_.attention_ring = cuda::Context::kRingDeep;
+    const std::vector<float> deep = run(c, rows);
+    ctx_.attention_ring = cuda::Context::kRingWide;
+    const std::vector<float> wide = run(c, rows);
+    ctx_.attention_ring = cuda::Context::kRingAuto;
+    ASSERT_EQ(deep.size(), wide.size());
+    EXPECT_EQ(std::memcmp(deep.data(), wide.data(), deep.size() * sizeof(float)), 0) << s.name();
   }
+}
+
+// Partitions of 512 keys (past PartitionTiers::large_end; here the tiers end early, so that short rows
+// take every size): against the reference, with tree nodes across a 512-key boundary, and each row alone
+// (the grid then covers only its own keys) bitwise as in the batch.
+TEST_F(CudaAttentionTest, DecodeWidePartitionsMatchReference) {
+  uint32_t seed = 60;
+  ctx_.attention_tiers = {64, 128, 256};
+  for (const Shape& s : decode_shapes()) {
+    PagedCache c(s, 20000 / s.page_size + 64, seed++);
+    Rows rows;
+    for (int context : {1, 64, 65, 200, 257, 511, 512, 513, 1500, 5000}) rows.add(c.add_sequence(context), context);
+    add_tree(c, rows, 510, kTreeParents);  // nodes at positions 510..514 cross the 512-key partition boundary
+    rows.random_q(s, c.rng());
+    c.upload_all();
+    const std::vector<float> all = run(c, rows);
+    expect_matches_reference(c, rows, all, false, "decode, 512-key partitions");
+    const int q_dim = s.q_dim();
+    for (int r = 0; r < 10; ++r) {  // the linear rows
+      const std::vector<float> alone = run(c, rows.select({r}, s));
+      EXPECT_EQ(std::memcmp(alone.data(), all.data() + r * q_dim, q_dim * sizeof(float)), 0)
+          << s.name() << " row " << r << " (" << rows.prefix[r] << " keys)";
+    }
+  }
+  ctx_.attention_tiers = {};
 }
 
 // Generic kernels (head dims the tuned kernels do not cover) and odd GQA ratios.
