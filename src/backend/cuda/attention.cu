@@ -3,9 +3,9 @@
 //
 //  - Decode / verify (rows <= kMaxDecodeRows): split-KV. A row's keys are cut into partitions of P
 //    logical positions aligned to position 0 ([0, P), [P, 2P), ...), P a function of the row's own key
-//    count (attention_partitions.h: 64 up to Context::attention_small_end keys, 128 up to
-//    attention_medium_end, 256 beyond), so that short contexts still spread over many blocks and long
-//    ones keep few partials.
+//    count (attention_partitions.h, Context::attention_tiers: 64 keys up to 1K, 128 up to 4K, 256 up to
+//    16K, 512 beyond), so that short contexts still spread over many blocks and long ones keep few
+//    partials and few enough blocks for one wave.
 //    One block
 //    reduces one partition of one row for one GQA group of query heads into (m, l, acc) partials in
 //    Context::attention_scratch; a merge kernel then combines a row's partitions in increasing order.
@@ -50,9 +50,9 @@ namespace {
 using bf16 = __nv_bfloat16;
 
 // Positions per split-KV partition: at most kDecodePartitionKeys (partition_keys, attention_partitions.h;
-// the wide ring's blocks hold that many, the deep ring's kDeepPartitionKeys).
+// the wide ring's blocks hold that many, the short ring's kShortPartitionKeys).
 constexpr int kDecodePartitionKeys = kMaxPartitionKeys;
-constexpr int kDeepPartitionKeys = 256;
+constexpr int kShortPartitionKeys = 128;
 // The generic prefill kernel walks a row's keys in pieces of this many.
 constexpr int kGenericPrefillKeys = 256;
 constexpr int kDecodeThreads = 128;
@@ -282,7 +282,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 // v * kLanesPerKey + k of the vector, so a warp reads contiguous bytes). The block's kKeySlots lane groups
 // take keys slot, slot + kKeySlots, ... of each chunk. K and V of the partition stream through a cp.async
 // ring of kStages chunks (all K chunks, then all V chunks), so up to kStages stages per block are in
-// flight however few registers the compute needs (the deep or the wide ring: Ring, launch_decode_partition).
+// flight however few registers the compute needs (the short or the wide ring: Ring, launch_decode_partition).
 //
 // Sums, all fixed by (head_dim, kGroup, dtype) and the key's position in the partition — not by the ring:
 //   score: each lane's kElems products in element order, then transpose_reduce over the key's lanes (the
@@ -298,24 +298,27 @@ __device__ __forceinline__ float warp_sum(float v) {
 // elementwise.cuh, rounded to the cache's dtype: the bits the cache gets) — and block (part 0, first pass)
 // writes the row's K/V; with FusedPrologue::merge the last partition block of the group merges
 // (merge_in_block). Every sum above is unchanged.
-// The decode kernel's two K/V rings. Deep: four 16 KB stages and partitions of up to 256 keys (about 70 KB
-// of shared memory a block, three blocks per multiprocessor on sm_90) — more bytes in flight per block,
-// for grids resident at once. Wide: 8 KB stages, as many as fit with partitions of up to 512 keys in
-// kWideBlockBytes (four blocks per multiprocessor) — for rows past PartitionTiers::large_end and grids
-// larger than the deep ring's wave. The ring changes how K/V are staged, never an output's arithmetic
-// (none of the sums above depends on the chunk size).
-enum class Ring { kDeep, kWide };
+// The decode kernel's two K/V rings, both of 8 KB stages and four blocks per multiprocessor (sm_90). Short:
+// partitions of up to 128 keys (rows up to PartitionTiers::medium_end) and five stages (about 43 KB of
+// shared memory a block for a GQA group of 4: a 1K row's 64-key partitions are issued whole before the
+// wait). Wide: partitions of up to 512 keys and as many stages as fit in kWideBlockBytes. The ring changes
+// how K/V are staged and how much shared memory a block holds, never an output's arithmetic (none of the
+// sums above depends on the chunk size). H200, Qwen3-8B shape (docs/benchmarks.md, fifteenth session):
+// these 8 KB rings beat the 16 KB ones they replace (four stages, three blocks per multiprocessor up to
+// 256-key partitions; three stages, four blocks for larger grids).
+enum class Ring { kShort, kWide };
 constexpr size_t kWideBlockBytes = 56 << 10;  // (228 KB of an sm_90 multiprocessor) / 4 - 1 KB reserved per block
+constexpr int ring_partition_keys(Ring ring) { return ring == Ring::kWide ? kDecodePartitionKeys : kShortPartitionKeys; }
 
 // Resident blocks per multiprocessor (sm_90). The kernel's launch bounds and the launcher's wave counts
 // both use it.
-constexpr int decode_blocks_per_sm(Ring ring) { return ring == Ring::kWide ? 4 : 3; }
+constexpr int decode_blocks_per_sm(Ring) { return 4; }
 
 template <typename T, int kHeadDim, int kGroup, Ring kRing, bool kFused = false>
 struct DecodeTraits {
   static constexpr bool kWide = kRing == Ring::kWide;
-  static constexpr int kPartKeys = kWide ? kDecodePartitionKeys : kDeepPartitionKeys;  // the longest partition
-  static constexpr int kStageBytes = kWide ? 8 << 10 : 16 << 10;                        // one ring stage
+  static constexpr int kPartKeys = ring_partition_keys(kRing);  // the longest partition
+  static constexpr int kStageBytes = 8 << 10;                     // one ring stage
   static constexpr int kElems = kGroup == 8 ? 8 : 16;  // cache elements per lane per key
   static constexpr int kVec = CacheElem<T>::kPer16Bytes;
   static constexpr int kLoads = kElems / kVec;
@@ -330,14 +333,15 @@ struct DecodeTraits {
   static constexpr int kPiecesPerKey = kRowBytes / 16;
   static constexpr int kPiecesPerChunk = kChunkKeys * kPiecesPerKey;
 
-  static constexpr size_t kScoreBytes = size_t{kPartKeys} * kGroup * 4;
+  // kFused stages the block's queries (kGroup * kHeadDim floats) in the score area before any score.
+  static constexpr size_t kScoreBytes = std::max(size_t{kPartKeys} * kGroup, kFused ? size_t{kGroup} * kHeadDim : 0) * 4;
   static constexpr size_t kSlotBytes = size_t{kPartKeys} * 8;
   static constexpr size_t kMlBytes = 2 * kGroup * 4;
   // kFused: each batch row's k scale, the query heads' scales (8 at most), the merge flag.
   static constexpr size_t kFusedBytes = kFused ? size_t{kMaxDecodeRows} * 4 + 8 * 4 + 16 : 0;
   static constexpr size_t kFixedBytes = kScoreBytes + kSlotBytes + kMlBytes + kFusedBytes;
   static constexpr int kStages =
-      kWide ? std::min<int>(6, static_cast<int>((kWideBlockBytes - kFixedBytes) / kStageBytes)) : 4;
+      kWide ? std::min<int>(6, static_cast<int>((kWideBlockBytes - kFixedBytes) / kStageBytes)) : 5;
   static constexpr size_t kRingBytes = size_t{kStages} * kStageBytes;
   static constexpr size_t kSmemBytes = kRingBytes + kFixedBytes;
 
@@ -345,14 +349,12 @@ struct DecodeTraits {
   static_assert(kLanesPerKey >= 1 && kLanesPerKey <= 32 && (kLanesPerKey & (kLanesPerKey - 1)) == 0);
   static_assert(kPartKeys % kChunkKeys == 0 && kChunkKeys % (kKeySlots * kStepKeys) == 0);
   static_assert(kPiecesPerChunk % kDecodeThreads == 0);
-  static_assert(kStages >= 4 && (!kWide || kSmemBytes <= kWideBlockBytes));
+  static_assert(kStages >= 4 && kSmemBytes <= kWideBlockBytes);
   static_assert(kKeySlots * kGroup * kHeadDim * 4 <= kRingBytes);  // s_red, the lane groups' accumulators
-  // The fused prologue stages the queries in the score area (kGroup * kHeadDim floats) before any score.
-  static_assert(!kFused || size_t{kGroup} * kHeadDim * 4 <= kScoreBytes);
 };
 
-// The most partitions merge_in_block takes: its (m, l) pairs live in the score area (the deep ring's).
-constexpr int kMaxFusedMergePartitions = kDeepPartitionKeys / 2;
+// The most partitions merge_in_block takes on a ring: its (m, l) pairs live in the score area.
+constexpr int fused_merge_max_partitions(Ring ring) { return ring_partition_keys(ring) / 2; }
 
 // The merge of one (row, head group)'s partitions by the block that finished last, with exactly the
 // arithmetic of attention_decode_merge (the same weights, slices and orders, so the same bits): the
@@ -1356,28 +1358,48 @@ bool tuned_head_dim(int d) { return d == 16 || d == 32 || d == 64 || d == 128 ||
 // Query heads per decode block: the largest of 8, 4, 2, 1 dividing the GQA group.
 int decode_heads_per_block(int group) { return group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1; }
 
-template <typename T, int kHeadDim, int kGroup, Ring kRing, bool kFused>
-void launch_decode_partition_ring(const Context& c, const AttentionArgs& a) {
-  using Tr = DecodeTraits<T, kHeadDim, kGroup, kRing, kFused>;
-  auto kernel = attention_decode_partition<T, kHeadDim, kGroup, kRing, kFused>;
-  HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(Tr::kSmemBytes)));
-  const dim3 grid(a.n_kv_heads * (a.group / kGroup), a.n_partitions, a.rows);
-  launch(c, kernel, grid, kDecodeThreads, Tr::kSmemBytes, a);
+// Shared memory for a decode partition block of `need` bytes in a grid of `blocks`: with
+// Context::attention_spread, a grid that would leave multiprocessors without blocks at four per
+// multiprocessor gets blocks large enough that only ceil(blocks / multiprocessors) fit on one, so that the
+// block scheduler spreads them over the device instead of filling the first multiprocessors freed by the
+// previous kernel (each multiprocessor streams at a bounded rate: in the 32K timeline the blocks of
+// multiprocessors holding three finished ~25% before those holding four). The extra bytes are unused;
+// the arithmetic is the same. H200, Qwen3-8B shape, decode tok/s (docs/benchmarks.md, fifteenth session):
+// at 4K (256 blocks) 76 KB blocks, two per multiprocessor, 209.4 / 208.3 against 205.3 / 205.7 packed; at
+// 8K (256 blocks) 76 KB gained nothing while 79–112 KB gained 2.3% (213.4 / 213.1 at 79 KB against 208.8 /
+// 208.0; not explained — something else fits beside two 76 KB blocks), hence the 4 KB over the bound; with
+// it, 4K 212.1 against 208.7 and 8K 207.5 against 206.4 off (one run each).
+size_t decode_block_smem(const Context& c, int64_t blocks, size_t need) {
+  need += c.attention_smem_pad;
+  if (!c.attention_spread || c.sm_count <= 0) return need;
+  const int64_t per_sm = (blocks + c.sm_count - 1) / c.sm_count;
+  if (per_sm >= 4) return need;
+  int device = 0, sm_bytes = 0, reserved = 0, block_max = 0;
+  HELIUM_CUDA_CHECK(cudaGetDevice(&device));
+  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
+  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&block_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  // per_sm + 1 blocks of this size (and the per-block reservation) overflow the multiprocessor, by 4 KB.
+  const int64_t spread = int64_t{sm_bytes} / (per_sm + 1) - reserved + 4096;
+  return static_cast<size_t>(std::min<int64_t>(block_max, std::max<int64_t>(static_cast<int64_t>(need), spread)));
 }
 
-// The ring (Ring; Context::attention_ring forces one where it can run): the wide one when a row may have
-// partitions of more than 256 keys (layout.max_keys past the tiers' large_end), or when the grid does not
-// fit the device at the deep ring's three blocks per multiprocessor (four wide blocks, fewer waves);
-// otherwise the deep one (more bytes in flight per block). H200, Qwen3-8B shape (docs/benchmarks.md,
-// seventh session), decode tok/s with 4 / 3 16 KB stages everywhere: 1K 203.1 / 202.7 (128 blocks), 8K
-// 189.9 / 188.0 (256), 32K 155.7 / 159.8 (1,024 blocks: 2.6 waves at three per multiprocessor, 1.9 at
-// four); the wide ring's 512-key partitions make 32K one wave of 512 blocks (fifteenth session).
-Ring decode_ring(const Context& c, const AttentionArgs& a, int64_t blocks) {
-  const bool long_partitions = max_partition_keys(a.max_keys, a.tiers) > kDeepPartitionKeys;
+template <typename T, int kHeadDim, int kGroup, Ring kRing, bool kFused>
+void launch_decode_partition_ring(const Context& c, const AttentionArgs& a, int64_t blocks) {
+  using Tr = DecodeTraits<T, kHeadDim, kGroup, kRing, kFused>;
+  auto kernel = attention_decode_partition<T, kHeadDim, kGroup, kRing, kFused>;
+  const size_t smem = decode_block_smem(c, blocks, Tr::kSmemBytes);
+  HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const dim3 grid(a.n_kv_heads * (a.group / kGroup), a.n_partitions, a.rows);
+  launch(c, kernel, grid, kDecodeThreads, smem, a);
+}
+
+// The ring (Ring; Context::attention_ring forces one where it can run): the short one while no row's
+// partitions are longer than 128 keys (layout.max_keys up to the tiers' medium_end), else the wide one.
+Ring decode_ring(const Context& c, const AttentionArgs& a) {
+  const bool long_partitions = max_partition_keys(a.max_keys, a.tiers) > kShortPartitionKeys;
   if (long_partitions || c.attention_ring == Context::kRingWide) return Ring::kWide;
-  if (c.attention_ring == Context::kRingDeep) return Ring::kDeep;
-  return c.sm_count > 0 && blocks > int64_t{decode_blocks_per_sm(Ring::kDeep)} * c.sm_count ? Ring::kWide : Ring::kDeep;
+  return Ring::kShort;
 }
 
 // Early K/V loads (Context::attention_early_kv) only when the whole grid is resident at once: then every
@@ -1388,11 +1410,11 @@ Ring decode_ring(const Context& c, const AttentionArgs& a, int64_t blocks) {
 template <typename T, int kHeadDim, int kGroup, bool kFused>
 void launch_decode_partition(const Context& c, const AttentionArgs& a) {
   const int64_t blocks = int64_t{a.n_kv_heads} * (a.group / kGroup) * a.n_partitions * a.rows;
-  const Ring ring = decode_ring(c, a, blocks);
+  const Ring ring = decode_ring(c, a);
   AttentionArgs b = a;
   b.early_kv = a.early_kv && c.sm_count > 0 && blocks <= int64_t{decode_blocks_per_sm(ring)} * c.sm_count;
-  if (ring == Ring::kWide) launch_decode_partition_ring<T, kHeadDim, kGroup, Ring::kWide, kFused>(c, b);
-  else launch_decode_partition_ring<T, kHeadDim, kGroup, Ring::kDeep, kFused>(c, b);
+  if (ring == Ring::kWide) launch_decode_partition_ring<T, kHeadDim, kGroup, Ring::kWide, kFused>(c, b, blocks);
+  else launch_decode_partition_ring<T, kHeadDim, kGroup, Ring::kShort, kFused>(c, b, blocks);
 }
 
 template <typename T, int kHeadDim, bool kFused>
@@ -1633,7 +1655,7 @@ bool attention_with_prologue(const Context& c, const Tensor& q, const Tensor& k,
   // thirteenth session).
   const int64_t blocks = int64_t{groups} * call.args.n_partitions * rows;
   if (c.attention_fused == Context::kFusedOneWave &&
-      (c.sm_count <= 0 || blocks > int64_t{decode_blocks_per_sm(decode_ring(c, call.args, blocks))} * c.sm_count))
+      (c.sm_count <= 0 || blocks > int64_t{decode_blocks_per_sm(decode_ring(c, call.args))} * c.sm_count))
     return false;
   AttentionArgs& a = call.args;
   a.write_slots = layout.write_slots.as<int32_t>();
@@ -1651,7 +1673,7 @@ bool attention_with_prologue(const Context& c, const Tensor& q, const Tensor& k,
   f.half = rope.rot_dim / 2;
   f.rope_scaling = rope.attention_scaling;
   f.counters = c.attention_counters;
-  f.merge = a.n_partitions <= std::min(c.attention_fused_merge_max_partitions, kMaxFusedMergePartitions);
+  f.merge = a.n_partitions <= std::min(c.attention_fused_merge_max_partitions, fused_merge_max_partitions(decode_ring(c, a)));
   f.early_trigger = c.attention_fused_early_trigger;
   if (call.bf16_cache) launch_decode<bf16, true>(c, a, true);
   else launch_decode<float, true>(c, a, true);

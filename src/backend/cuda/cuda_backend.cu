@@ -218,14 +218,18 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
                            "<= medium <= large), not '" + std::string(parts) + "'");
     m.ctx.attention_tiers = t;
   }
-  // Decode attention's K/V ring: chosen per launch (attention.cu) unless HELIUM_CUDA_ATTN_RING=deep|wide
-  // forces it (for comparisons).
+  // Decode attention's K/V ring: chosen per launch (attention.cu) unless HELIUM_CUDA_ATTN_RING=wide forces
+  // the wide one (for comparisons); HELIUM_CUDA_ATTN_SMEM_PAD_KB pads its blocks' shared memory (diagnostic).
   if (const char* ring = std::getenv("HELIUM_CUDA_ATTN_RING"); ring != nullptr && *ring) {
     const std::string_view v(ring);
-    if (v != "deep" && v != "wide")
-      return Status::error("HELIUM_CUDA_ATTN_RING must be deep or wide, not '" + std::string(v) + "'");
-    m.ctx.attention_ring = v == "deep" ? cuda::Context::kRingDeep : cuda::Context::kRingWide;
+    if (v != "auto" && v != "wide")
+      return Status::error("HELIUM_CUDA_ATTN_RING must be auto or wide, not '" + std::string(v) + "'");
+    m.ctx.attention_ring = v == "auto" ? cuda::Context::kRingAuto : cuda::Context::kRingWide;
   }
+  long pad_kb = 0;
+  HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_ATTN_SMEM_PAD_KB", "a whole number of KB", 0, 64, pad_kb));
+  m.ctx.attention_smem_pad = static_cast<size_t>(pad_kb) << 10;
+  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_SPREAD", "on", "off", m.ctx.attention_spread));
   m.ctx.attention_scratch_floats = cuda::attention_scratch_floats(o.max_rows, o.max_heads, o.max_head_dim, o.max_context,
                                                                   m.ctx.attention_tiers);
   HELIUM_ASSIGN_OR_RETURN(void* att, reserve(m.ctx.attention_scratch_floats * sizeof(float), "attention scratch"));

@@ -76,12 +76,18 @@ struct Context {
   // Decode attention's partition thresholds (attention_partitions.h); HELIUM_CUDA_ATTN_PARTITIONS=a,b[,c]
   // overrides them at backend creation (0,0,1000000: 256-key partitions everywhere), for comparisons.
   PartitionTiers attention_tiers;
-  // Decode attention's K/V ring (attention.cu, DecodeTraits): kRingDeep, four 16 KB stages, partitions of
-  // up to 256 keys, three blocks per multiprocessor; kRingWide, 8 KB stages, partitions of up to 512 keys,
-  // four blocks. kRingAuto chooses per launch (launch_decode_partition); HELIUM_CUDA_ATTN_RING=deep|wide
-  // forces one where it can run (deep takes no 512-key partition), for comparisons. The same bits either way.
-  enum AttentionRing { kRingAuto, kRingDeep, kRingWide };
+  // Decode attention's K/V ring (attention.cu, Ring): kRingShort, partitions of up to 128 keys, five 8 KB
+  // stages; kRingWide, partitions of up to 512 keys, as many 8 KB stages as fit four blocks per
+  // multiprocessor. kRingAuto takes the short one when every partition fits it; HELIUM_CUDA_ATTN_RING=wide
+  // forces the wide one, for comparisons. The same bits either way.
+  enum AttentionRing { kRingAuto, kRingWide };
   AttentionRing attention_ring = kRingAuto;
+  // Diagnostic only (HELIUM_CUDA_ATTN_SMEM_PAD_KB): unused bytes added to each decode partition block's
+  // shared memory, to tell a block's footprint from its ring in a comparison.
+  size_t attention_smem_pad = 0;
+  // Decode attention grids with fewer blocks than four per multiprocessor spread over the device
+  // (attention.cu, decode_block_smem) unless HELIUM_CUDA_ATTN_SPREAD=off. The same bits either way.
+  bool attention_spread = true;
   // Weights in the decode matmul are read once per step: loaded with the L2 evict_first policy, they leave
   // the cache to what is read again (activations, keys and values). On unless HELIUM_CUDA_STREAM_POLICY=normal
   // (cuda_backend.cu has the measurement).
