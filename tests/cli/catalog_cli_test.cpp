@@ -91,7 +91,7 @@ TEST(CatalogCli, Info35bPlansAnH200FromTheCatalogAlone) {
         "10 full-attention layers x 20.48 kB/token x 32,768 tokens",  // KV only where attention is full
         "recurrent state", "30 Gated DeltaNet layers x 2.10 MB (fp32) x 5 snapshot(s)",
         "the checkpoint's MTP head", "routed experts                64.42 GB",
-        "total                         74.59 GB", "fits: 66.41 GB of GPU memory left"})
+        "total                         74.53 GB", "fits: 66.47 GB of GPU memory left"})
     EXPECT_TRUE(has(o.out, want)) << want << "\n" << o.out;
   EXPECT_TRUE(o.err.empty()) << o.err;
 }
