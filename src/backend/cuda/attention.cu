@@ -310,9 +310,9 @@ enum class Ring { kShort, kWide };
 constexpr size_t kWideBlockBytes = 56 << 10;  // (228 KB of an sm_90 multiprocessor) / 4 - 1 KB reserved per block
 constexpr int ring_partition_keys(Ring ring) { return ring == Ring::kWide ? kDecodePartitionKeys : kShortPartitionKeys; }
 
-// Resident blocks per multiprocessor (sm_90). The kernel's launch bounds and the launcher's wave counts
-// both use it.
-constexpr int decode_blocks_per_sm(Ring) { return 4; }
+// Resident blocks per multiprocessor (sm_90), either ring. The kernel's launch bounds, the launcher's wave
+// counts and the spread (decode_block_smem) use it.
+constexpr int kDecodeBlocksPerSm = 4;
 
 template <typename T, int kHeadDim, int kGroup, Ring kRing, bool kFused = false>
 struct DecodeTraits {
@@ -493,7 +493,7 @@ __device__ __forceinline__ void write_row_kv(const AttentionArgs& a, int row, in
 }
 
 template <typename T, int kHeadDim, int kGroup, Ring kRing, bool kFused>
-__global__ void __launch_bounds__(kDecodeThreads, decode_blocks_per_sm(kRing))
+__global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
     attention_decode_partition(const AttentionArgs a) {
   if (!kFused || a.fused.early_trigger) pdl_launch_dependents();  // the next kernel may start its own independent loads
   using Tr = DecodeTraits<T, kHeadDim, kGroup, kRing, kFused>;
@@ -1373,7 +1373,7 @@ size_t decode_block_smem(const Context& c, int64_t blocks, size_t need) {
   need += c.attention_smem_pad;
   if (!c.attention_spread || c.sm_count <= 0) return need;
   const int64_t per_sm = (blocks + c.sm_count - 1) / c.sm_count;
-  if (per_sm >= 4) return need;
+  if (per_sm >= kDecodeBlocksPerSm) return need;
   int device = 0, sm_bytes = 0, reserved = 0, block_max = 0;
   HELIUM_CUDA_CHECK(cudaGetDevice(&device));
   HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
@@ -1412,7 +1412,7 @@ void launch_decode_partition(const Context& c, const AttentionArgs& a) {
   const int64_t blocks = int64_t{a.n_kv_heads} * (a.group / kGroup) * a.n_partitions * a.rows;
   const Ring ring = decode_ring(c, a);
   AttentionArgs b = a;
-  b.early_kv = a.early_kv && c.sm_count > 0 && blocks <= int64_t{decode_blocks_per_sm(ring)} * c.sm_count;
+  b.early_kv = a.early_kv && c.sm_count > 0 && blocks <= int64_t{kDecodeBlocksPerSm} * c.sm_count;
   if (ring == Ring::kWide) launch_decode_partition_ring<T, kHeadDim, kGroup, Ring::kWide, kFused>(c, b, blocks);
   else launch_decode_partition_ring<T, kHeadDim, kGroup, Ring::kShort, kFused>(c, b, blocks);
 }
@@ -1655,7 +1655,7 @@ bool attention_with_prologue(const Context& c, const Tensor& q, const Tensor& k,
   // thirteenth session).
   const int64_t blocks = int64_t{groups} * call.args.n_partitions * rows;
   if (c.attention_fused == Context::kFusedOneWave &&
-      (c.sm_count <= 0 || blocks > int64_t{decode_blocks_per_sm(decode_ring(c, call.args))} * c.sm_count))
+      (c.sm_count <= 0 || blocks > int64_t{kDecodeBlocksPerSm} * c.sm_count))
     return false;
   AttentionArgs& a = call.args;
   a.write_slots = layout.write_slots.as<int32_t>();

@@ -220,12 +220,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   }
   // Decode attention's K/V ring: chosen per launch (attention.cu) unless HELIUM_CUDA_ATTN_RING=wide forces
   // the wide one (for comparisons); HELIUM_CUDA_ATTN_SMEM_PAD_KB pads its blocks' shared memory (diagnostic).
-  if (const char* ring = std::getenv("HELIUM_CUDA_ATTN_RING"); ring != nullptr && *ring) {
-    const std::string_view v(ring);
-    if (v != "auto" && v != "wide")
-      return Status::error("HELIUM_CUDA_ATTN_RING must be auto or wide, not '" + std::string(v) + "'");
-    m.ctx.attention_ring = v == "auto" ? cuda::Context::kRingAuto : cuda::Context::kRingWide;
-  }
+  bool wide_ring = m.ctx.attention_ring == cuda::Context::kRingWide;
+  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_RING", "wide", "auto", wide_ring));
+  m.ctx.attention_ring = wide_ring ? cuda::Context::kRingWide : cuda::Context::kRingAuto;
   long pad_kb = 0;
   HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_ATTN_SMEM_PAD_KB", "a whole number of KB", 0, 64, pad_kb));
   m.ctx.attention_smem_pad = static_cast<size_t>(pad_kb) << 10;
