@@ -59,18 +59,22 @@ constexpr int kConsumerWarps = CONSUMER_WARPS, kThreads = 32 * (kConsumerWarps +
 constexpr int kStageBytes = 24576;
 constexpr int kMaxRows = 192;     // rows of one matmul per block (24576 / 132 = 186.2)
 
-struct Params {
-  const __nv_bfloat16* w[kOps];
-  float* y[kOps];
-  const float* x0;
-  int* done;  // per matmul: blocks finished
-  int stages;
+// What a variant sets.
+struct Settings {
   int fence;  // 1: the producer waits for the previous matmul's completion
+  int stages;
   int attention_ns;
   int evict_first;
   int loader;   // 0: cp.async.bulk by one lane, `pieces` copies a stage; 1: the producer warp's cp.async
   int pieces;
   int consume;  // 0: the consumers release each stage unread (the producer's rate alone)
+};
+
+struct Params : Settings {
+  const __nv_bfloat16* w[kOps];
+  float* y[kOps];
+  const float* x0;
+  int* done;  // per matmul: blocks finished
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
@@ -344,12 +348,15 @@ __global__ void fill_weights(__nv_bfloat16* w, int64_t n, float scale, uint32_t 
   }
 }
 
-int main(int argc, char** argv) {
+int main() {
   int dev = 0, sms = 0;
   CK(cudaGetDevice(&dev));
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   cudaStream_t stream;
   CK(cudaStreamCreate(&stream));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
 
   // Copy bandwidth, as the engine measures it.
   double copy_gbs = 0;
@@ -358,9 +365,6 @@ int main(int argc, char** argv) {
     void *a, *bb;
     CK(cudaMalloc(&a, bytes));
     CK(cudaMalloc(&bb, bytes));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     float best = 1e30f;
     for (int i = 0; i < 11; ++i) {
       CK(cudaEventRecord(e0, stream));
@@ -409,6 +413,9 @@ int main(int argc, char** argv) {
   std::vector<float> want(kHidden), got(kHidden);
   CK(cudaMemcpy(want.data(), ref[kOps - 1], sizeof(float) * kHidden, cudaMemcpyDeviceToHost));
 
+  double norm = 0;  // the reference's largest output, the scale of the differences
+  for (int i = 0; i < kHidden; ++i) norm = std::max(norm, static_cast<double>(std::fabs(want[i])));
+
   const size_t fixed = 1024 + sizeof(float) * kConsumerWarps * kMaxRows;
   int max_smem = 0;
   CK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
@@ -420,30 +427,21 @@ int main(int argc, char** argv) {
 
   struct Variant {
     const char* mode;
-    int fence, stages, attention_ns, evict_first, loader, pieces, consume;
+    Settings settings;
   };
   const int ms_ = max_stages;
   const std::vector<Variant> variants = {
-      {"tma1-noconsume", 0, ms_, 0, 1, 0, 1, 0}, {"tma1", 0, ms_, 0, 1, 0, 1, 1},
-      {"tma4", 0, ms_, 0, 1, 0, 4, 1},           {"tma1-nohint", 0, ms_, 0, 0, 0, 1, 1},
-      {"tma1-4stages", 0, 4, 0, 1, 0, 1, 1},     {"tma1-6stages", 0, 6, 0, 1, 0, 1, 1},
-      {"tma1-fence", 1, ms_, 0, 1, 0, 1, 1},     {"tma1-att3", 0, ms_, 3000, 1, 0, 1, 1},
-      {"tma1-att5", 0, ms_, 5000, 1, 0, 1, 1},   {"tma1-fence-att5", 1, ms_, 5000, 1, 0, 1, 1},
-      {"tma1-att10", 0, ms_, 10000, 1, 0, 1, 1}, {"cpasync", 0, ms_, 0, 1, 1, 1, 1},
+      {"tma1-noconsume", {0, ms_, 0, 1, 0, 1, 0}}, {"tma1", {0, ms_, 0, 1, 0, 1, 1}},
+      {"tma4", {0, ms_, 0, 1, 0, 4, 1}},           {"tma1-nohint", {0, ms_, 0, 0, 0, 1, 1}},
+      {"tma1-4stages", {0, 4, 0, 1, 0, 1, 1}},     {"tma1-6stages", {0, 6, 0, 1, 0, 1, 1}},
+      {"tma1-fence", {1, ms_, 0, 1, 0, 1, 1}},     {"tma1-att3", {0, ms_, 3000, 1, 0, 1, 1}},
+      {"tma1-att5", {0, ms_, 5000, 1, 0, 1, 1}},   {"tma1-fence-att5", {1, ms_, 5000, 1, 0, 1, 1}},
+      {"tma1-att10", {0, ms_, 10000, 1, 0, 1, 1}}, {"cpasync", {0, ms_, 0, 1, 1, 1, 1}},
   };
   for (const Variant& v : variants) {
-    p.stages = v.stages;
-    p.fence = v.fence;
-    p.attention_ns = v.attention_ns;
-    p.evict_first = v.evict_first;
-    p.loader = v.loader;
-    p.pieces = v.pieces;
-    p.consume = v.consume;
-    const size_t smem = fixed + size_t{kStageBytes} * v.stages;
+    static_cast<Settings&>(p) = v.settings;
+    const size_t smem = fixed + size_t{kStageBytes} * p.stages;
     std::vector<float> ms_runs;
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     for (int run = 0; run < 7; ++run) {
       CK(cudaMemsetAsync(p.done, 0, sizeof(int) * kOps, stream));
       CK(cudaEventRecord(e0, stream));
@@ -458,18 +456,19 @@ int main(int argc, char** argv) {
     std::sort(ms_runs.begin(), ms_runs.end());
     const double ms = ms_runs[ms_runs.size() / 2];
     CK(cudaMemcpy(got.data(), p.y[kOps - 1], sizeof(float) * kHidden, cudaMemcpyDeviceToHost));
-    double worst = 0, norm = 0;
-    for (int i = 0; i < kHidden; ++i) norm = std::max(norm, static_cast<double>(std::fabs(want[i])));
+    double worst = 0;
     for (int i = 0; i < kHidden; ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]) / norm);
     const double gbs = weight_bytes / (ms * 1e-3) / 1e9;
     const double ideal_us = weight_bytes / (copy_gbs * 1e9) * 1e6 / kLayers;
-    const double att_us = v.attention_ns * 1e-3;
+    const double att_us = p.attention_ns * 1e-3;
     std::printf(
         "{\"mode\": \"%s\", \"stages\": %d, \"attention_us\": %.1f, \"evict_first\": %d, \"us_per_layer\": %.2f, "
         "\"weight_gbs\": %.1f, \"ratio_to_copy\": %.3f, \"ratio_with_attention\": %.3f, \"max_rel_diff\": %.2e, "
         "\"output_max\": %.3e}\n",
-        v.mode, v.stages, att_us, v.evict_first, ms * 1e3 / kLayers, gbs, gbs / copy_gbs,
+        v.mode, p.stages, att_us, p.evict_first, ms * 1e3 / kLayers, gbs, gbs / copy_gbs,
         (ideal_us + att_us) / (ms * 1e3 / kLayers), worst, norm);
   }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
   return 0;
 }
