@@ -240,6 +240,21 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
       cudaMemsetAsync(counters, 0, sizeof(int) * m.ctx.attention_counter_count, m.ctx.stream), "attention counters"));
   HELIUM_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(m.ctx.stream), "attention counters"));
   m.ctx.attention_counters = static_cast<int*>(counters);
+  // The layer stream (cuda_ops.cuh, Context::stream_queue; sm_90): off unless HELIUM_CUDA_STREAM=on. Not yet
+  // faster than the kernel-per-op step (docs/benchmarks.md, seventeenth session).
+  bool layer_stream = false;
+  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_STREAM", "on", "off", layer_stream));
+  if (layer_stream && prop.major >= 9) {
+    const size_t bytes = sizeof(int) * cuda::stream_counter_count();
+    HELIUM_ASSIGN_OR_RETURN(void* sc, reserve(bytes, "layer stream counters"));
+    HELIUM_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(sc, 0, bytes, m.ctx.stream), "layer stream counters"));
+    HELIUM_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(m.ctx.stream), "layer stream counters"));
+    m.ctx.stream_counters = static_cast<int*>(sc);
+    m.ctx.stream_queue = cuda::make_stream_queue();
+  }
+  long stream_diag = 0;
+  HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_STREAM_DIAG", "0, 1 or 2", 0, 2, stream_diag));
+  m.ctx.stream_diag = static_cast<int>(stream_diag);
   m.ctx.argmax_capacity = std::max(o.max_rows, kMaxDecodeRows);
   HELIUM_ASSIGN_OR_RETURN(void* keys, reserve(sizeof(unsigned long long) * m.ctx.argmax_capacity, "argmax keys"));
   m.ctx.argmax_keys = static_cast<unsigned long long*>(keys);
@@ -318,6 +333,7 @@ Result<Tensor> CudaBackend::import_weight(const Tensor& host) {
 
 void CudaBackend::copy_to_device(Tensor dst, const void* host) {
   impl_->forget_hints();
+  cuda::flush_stream(impl_->ctx);  // a queued matmul may read what this overwrites
   const size_t bytes = dst.bytes();
   if (bytes == 0) return;
   uint8_t* staged = impl_->stage(bytes);
@@ -330,6 +346,7 @@ void CudaBackend::copy_to_device(Tensor dst, const void* host) {
 }
 
 void CudaBackend::copy_to_host(void* host, const Tensor& src) {
+  cuda::flush_stream(impl_->ctx);
   const size_t bytes = src.bytes();
   if (bytes == 0) return;
   uint8_t* staged = impl_->stage(bytes);
@@ -342,6 +359,7 @@ void CudaBackend::copy_to_host(void* host, const Tensor& src) {
 }
 
 void CudaBackend::synchronize() {
+  cuda::flush_stream(impl_->ctx);
   HELIUM_CUDA_CHECK(cudaStreamSynchronize(impl_->ctx.stream));
   impl_->finish_downloads();
   impl_->pinned_used = 0;
@@ -354,10 +372,12 @@ bool CudaBackend::supports_graphs() const {
 
 void CudaBackend::begin_capture() {
   impl_->forget_hints();
+  cuda::flush_stream(impl_->ctx);
   HELIUM_CUDA_CHECK(cudaStreamBeginCapture(impl_->ctx.stream, cudaStreamCaptureModeThreadLocal));
 }
 
 Result<std::unique_ptr<OpGraph>> CudaBackend::end_capture() {
+  cuda::flush_stream(impl_->ctx);
   cudaGraph_t graph = nullptr;
   HELIUM_RETURN_IF_ERROR(cuda_status(cudaStreamEndCapture(impl_->ctx.stream, &graph), "end of graph capture"));
   cudaGraphExec_t exec = nullptr;
@@ -367,12 +387,19 @@ Result<std::unique_ptr<OpGraph>> CudaBackend::end_capture() {
   return std::unique_ptr<OpGraph>(std::make_unique<CudaGraph>(exec, impl_->ctx.stream));
 }
 
+CudaBackend::StreamCounts CudaBackend::layer_stream_counts() const {
+  StreamCounts counts;
+  cuda::stream_queue_counts(impl_->ctx.stream_queue, counts.phases, counts.launches);
+  return counts;
+}
+
 void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
   impl_->forget_hints();
   cuda::embedding(impl_->ctx, table, ids, out);
 }
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) {
   impl_->forget_hints();
+  const Impl::Enqueue enqueue(impl_->ctx);
   cuda::matmul(impl_->ctx, x, w, bias, y);
 }
 
@@ -392,11 +419,13 @@ void CudaBackend::matmul_add(const Tensor& x, const Tensor& w, const Tensor& bia
   const cuda::NormHandoff* next = impl_->take_pending(y, slot);
   impl_->forget_hints();
   if (impl_->ctx.omit & cuda::kOmitO) return;
+  const Impl::Enqueue enqueue(impl_->ctx);
   if (cuda::matmul_add(impl_->ctx, x, w, bias, scratch, y, next)) impl_->wrote(y, slot);
 }
 
 void CudaBackend::matmul_split(const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) {
   impl_->forget_hints();
+  const Impl::Enqueue enqueue(impl_->ctx);
   cuda::matmul_split(impl_->ctx, x, w, bias, ys);
 }
 void CudaBackend::rms_norm_matmul_split(const Tensor& x, const Tensor& norm_w, float eps, bool zero_centred,
@@ -407,6 +436,7 @@ void CudaBackend::rms_norm_matmul_split(const Tensor& x, const Tensor& norm_w, f
   impl_->forget_hints();
   const unsigned which = ys.size() == 3 ? cuda::kOmitQkv : ys.size() == 2 ? cuda::kOmitGateUp : cuda::kOmitLmHead;
   if (impl_->ctx.omit & which) return;
+  const Impl::Enqueue enqueue(impl_->ctx);
   cuda::rms_norm_matmul_split(impl_->ctx, x, norm_w, eps, zero_centred, xn_scratch, w, bias, ys, pre);
 }
 void CudaBackend::swiglu_matmul_add(Tensor gate, const Tensor& up, const Tensor& w, const Tensor& bias, Tensor scratch,
@@ -434,6 +464,7 @@ void CudaBackend::swiglu_mlp_add(Tensor x, const Tensor& norm_w, float eps, bool
     return;
   }
   bool wrote_next = false;
+  const Impl::Enqueue enqueue(impl_->ctx);
   if (cuda::rms_norm_swiglu_mlp_add(impl_->ctx, x, norm_w, eps, zero_centred, w_gate_up, gate_up_bias, gate, w_down,
                                     down_bias, pre, next, &wrote_next)) {
     if (wrote_next) impl_->wrote(x, next_slot);

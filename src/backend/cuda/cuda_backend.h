@@ -71,6 +71,13 @@ class CudaBackend final : public Backend {
   std::string tuning_cache_path(const std::vector<MatmulShape>& shapes) const;
   void begin_capture() override;
   Result<std::unique_ptr<OpGraph>> end_capture() override;
+  // Matmuls launched on the layer stream so far (one-row decode matmuls queued and launched together;
+  // cuda_ops.cuh, Context::stream_queue), and the launches they took: for tests and benchmarks. 0 when it is
+  // off (HELIUM_CUDA_STREAM=off, before sm_90).
+  struct StreamCounts {
+    int64_t phases = 0, launches = 0;
+  };
+  StreamCounts layer_stream_counts() const;
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) override;

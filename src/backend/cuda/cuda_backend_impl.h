@@ -82,7 +82,18 @@ struct CudaBackend::Impl {
     return &out;
   }
 
+  // Sets ctx.stream_enqueue for the scope of a matmul op: its one-row launches go to the layer stream's
+  // queue (Context::stream_queue), launched with the next other kernel or flush.
+  struct Enqueue {
+    cuda::Context& ctx;
+    explicit Enqueue(cuda::Context& c) : ctx(c) { ctx.stream_enqueue = ctx.stream_queue != nullptr; }
+    ~Enqueue() { ctx.stream_enqueue = false; }
+    Enqueue(const Enqueue&) = delete;
+    Enqueue& operator=(const Enqueue&) = delete;
+  };
+
   ~Impl() {
+    if (ctx.stream_queue) cuda::free_stream_queue(ctx.stream_queue);
     if (pinned) cudaFreeHost(pinned);
     if (ctx.lt) cublasLtDestroy(ctx.lt);
     if (ctx.stream) cudaStreamDestroy(ctx.stream);

@@ -41,6 +41,7 @@
 namespace helium::cuda {
 
 struct MatmulDecodeTable;  // matmul.cu's tuned decode configurations (below)
+struct StreamQueue;        // matmul.cu's queued layer-stream phases (Context::stream_queue)
 
 // select_candidates cuts a row into this many chunks (top_k up to Backend::kMaxSelectTopK needs as many).
 inline constexpr int kSelectChunks = 256;
@@ -150,6 +151,17 @@ struct Context {
   // prefetch_attention_max_keys keys. 0: none. HELIUM_CUDA_PREFETCH_ATTN_MB / _KEYS override them.
   int64_t prefetch_attention_bytes = 0;
   int64_t prefetch_attention_max_keys = 8192;
+  // The layer stream (matmul.cu, matmul_stream_kernel): while stream_enqueue is set (CudaBackend sets it
+  // for the duration of its matmul ops), one-row decode matmuls on the tensor-core order are queued instead of
+  // launched, and the queue goes out as one persistent launch when any other kernel is launched (launch()
+  // flushes it first) or the backend flushes it (flush_stream: copies, synchronisation, the end of a capture).
+  // The same bits as the kernel-per-op launches. Null (no queue): off — before sm_90, and unless
+  // HELIUM_CUDA_STREAM=on. stream_counters: its grid-wide counters, zero between launches.
+  StreamQueue* stream_queue = nullptr;
+  bool stream_enqueue = false;
+  int* stream_counters = nullptr;
+  // Diagnostic only (HELIUM_CUDA_STREAM_DIAG=0|1|2, matmul.cu's StreamParams::diag): garbage results.
+  int stream_diag = 0;
   // Prefill matmuls stage x once per fused op (norm or SwiGLU applied while rounding it for cuBLASLt, the
   // residual added in the GEMM's epilogue) unless HELIUM_CUDA_PREFILL_FUSED=off (matmul.cu, prefill_fused).
   bool prefill_fused = true;
@@ -184,10 +196,21 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
+// Launches the queued layer-stream phases, if any (Context::stream_queue; matmul.cu).
+void flush_stream(const Context& c);
+// The queue's storage: made with the backend, freed with it.
+StreamQueue* make_stream_queue();
+void free_stream_queue(StreamQueue* q);
+// Counters the layer stream needs (zeroed by the caller before the first launch).
+int stream_counter_count();
+// Phases and launches the queue has sent (CudaBackend::layer_stream_counts).
+void stream_queue_counts(const StreamQueue* q, int64_t& phases, int64_t& launches);
+
 // Launches every kernel of the backend on the context's stream, as a programmatic dependent launch when
-// c.pdl is set. The kernel must begin with pdl_wait().
+// c.pdl is set. The kernel must begin with pdl_wait(). Queued layer-stream phases go first.
 template <class... Params, class... Args>
 void launch(const Context& c, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, Args&&... args) {
+  if (c.stream_queue != nullptr) flush_stream(c);
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;

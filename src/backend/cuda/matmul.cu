@@ -621,6 +621,74 @@ __global__ void __launch_bounds__(kRmsLanes) split_x_kernel(const DecodeParams p
   *reinterpret_cast<uint4*>(out + (2 * row + 1) * p.k + i0) = *reinterpret_cast<const uint4*>(lo);
 }
 
+// The store of one n-tile of an item once the warps' sums are in c (the MMA accumulators of tile rows
+// row0 .. row0 + 3: c[0], c[1] the hi and lo columns of feature block · 16 + lane / 4, c[2], c[3] those of
+// feature + 8): the row scale of a norm handoff's consumer, the bias, the residual, a handoff's producer
+// sums and split, SwiGLU pairs. Every kernel on the tensor-core order stores through it (matmul_mma_kernel,
+// matmul_stream_kernel), which keeps their bits the same. All 32 lanes call it (the handoff's sums shuffle).
+__device__ __forceinline__ void mma_store_tile(const DecodeParams& p, int block, int row0, const float (&c)[4],
+                                               const float* row_scale, int lane) {
+  const bool pairs = p.act != nullptr;
+  const int64_t row = row0 + (lane & 3);  // columns 2(lane % 4) and + 1 of the tile
+  float y0 = __fadd_rn(c[0], c[1]), y1 = __fadd_rn(c[2], c[3]);  // features +0, +8 of the tile
+  const bool live = row < p.rows;
+  if (p.row_sq != nullptr && live) {  // a norm handoff's consumer: the row's scale, before the bias
+    y0 = __fmul_rn(row_scale[row], y0);
+    y1 = __fmul_rn(row_scale[row], y1);
+  }
+  if (p.next_split != nullptr) {  // a norm handoff's producer (one accumulating output, never pairs)
+    const int64_t f = int64_t{block} * kMmaFeatures + (lane >> 2);
+    float v0 = 0.0f, v1 = 0.0f;
+    if (live && f < p.n)
+      v0 = store_output(p, row, f, p.bias != nullptr ? __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, f)) : y0);
+    if (live && f + 8 < p.n)
+      v1 = store_output(p, row, f + 8, p.bias != nullptr ? __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, f + 8)) : y1);
+    float sq = __fmaf_rn(v1, v1, __fmul_rn(v0, v0));  // the 16 features of the item, a fixed tree:
+#pragma unroll
+    for (int o = 4; o <= 16; o <<= 1) sq = __fadd_rn(sq, __shfl_xor_sync(0xffffffffu, sq, o));
+    if (!live) return;
+    if ((lane >> 2) == 0) p.next_sq[row * p.feature_blocks + block] = sq;
+    const float w0 = f < p.n ? load_as_f32(p.next_norm_w, f, p.next_norm_dtype) : 0.0f;
+    const float w1 = f + 8 < p.n ? load_as_f32(p.next_norm_w, f + 8, p.next_norm_dtype) : 0.0f;
+    __nv_bfloat16* hi = p.next_split + 2 * row * p.n;
+    __nv_bfloat16* lo = hi + p.n;
+    if (f < p.n) split_bf16(__fmul_rn(v0, p.next_zero_centred ? __fadd_rn(1.0f, w0) : w0), hi[f], lo[f]);
+    if (f + 8 < p.n)
+      split_bf16(__fmul_rn(v1, p.next_zero_centred ? __fadd_rn(1.0f, w1) : w1), hi[f + 8], lo[f + 8]);
+    return;
+  }
+  if (!live) return;
+  if (pairs) {  // y0 the gate, y1 the up of one position
+    const int64_t position = int64_t{block} * (kMmaFeatures / 2) + (lane >> 2);
+    if (position < p.half_n) {
+      if (p.bias != nullptr) {
+        y0 = __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, position));
+        y1 = __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, p.half_n + position));
+      }
+      const float a = silu_mul(y0, y1);
+      p.act[row * p.half_n + position] = a;
+      if (p.act_split != nullptr)  // split_x_kernel's split of a, for the down projection
+        split_bf16(a, p.act_split[2 * row * p.half_n + position], p.act_split[(2 * row + 1) * p.half_n + position]);
+    }
+  } else {
+    const int64_t f = int64_t{block} * kMmaFeatures + (lane >> 2);
+    if (f < p.n) store_output(p, row, f, p.bias != nullptr ? __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, f)) : y0);
+    if (f + 8 < p.n)
+      store_output(p, row, f + 8, p.bias != nullptr ? __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, f + 8)) : y1);
+  }
+}
+
+// A norm handoff consumer's scale of row r (DecodeParams::row_sq): lane l sums items l, l + 32, ... in order,
+// then a butterfly (the same total in every lane); RMSNorm's formula rsqrt(sum / k + eps). One whole warp
+// calls it. The sums are read from the L2 (the layer stream writes them in the same launch).
+__device__ __forceinline__ float handoff_row_scale(const DecodeParams& p, int64_t r, int lane) {
+  float sum = 0.0f;
+  for (int64_t b = lane; b < p.sq_blocks; b += 32) sum = __fadd_rn(sum, __ldcg(p.row_sq + r * p.sq_blocks + b));
+#pragma unroll
+  for (int o = 16; o >= 1; o >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, o));
+  return rsqrtf(__fadd_rn(__fdiv_rn(sum, static_cast<float>(p.k)), p.eps));
+}
+
 template <int RG, int S>
 __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const DecodeParams p) {
   // One weight tile of 16 rows per warp stage: two or four sharing x were slower (eleventh session).
@@ -706,17 +774,13 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
   // Groups so far: weights of stages 0 .. S-2, then their x; each step below adds stage i + S - 1 whole, so
   // with S - 1 groups left pending, stage i has landed.
 
-  // A norm handoff's consumer: every row's scale from the producer's sums of squares, warp w taking rows
-  // w, w + 4, ...; lane l sums items l, l + 32, ... in order, then a butterfly (the same total in every
-  // lane); RMSNorm's formula rsqrt(sum / k + eps). Read by warp 0 after the item's barrier.
+  // A norm handoff's consumer: every row's scale from the producer's sums of squares (handoff_row_scale),
+  // warp w taking rows w, w + 4, ...; read by warp 0 after the item's barrier.
   __shared__ float row_scale[kMaxDecodeRows];
   if (p.row_sq != nullptr) {
     for (int r = kw; r < p.rows; r += kMmaWarps) {
-      float sum = 0.0f;
-      for (int64_t b = lane; b < p.sq_blocks; b += 32) sum = __fadd_rn(sum, p.row_sq[r * p.sq_blocks + b]);
-#pragma unroll
-      for (int o = 16; o >= 1; o >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, o));
-      if (lane == 0) row_scale[r] = rsqrtf(__fadd_rn(__fdiv_rn(sum, static_cast<float>(p.k)), p.eps));
+      const float scale = handoff_row_scale(p, r, lane);
+      if (lane == 0) row_scale[r] = scale;
     }
   }
 
@@ -771,53 +835,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
         for (int e = 0; e < 4; ++e)
 #pragma unroll
           for (int q = 1; q < kMmaWarps; ++q) c[e] = __fadd_rn(c[e], red[((q * NT + j) * 4 + e) * 32 + lane]);
-        const int64_t row = work.row0 + j * 4 + (lane & 3);  // columns 2(lane % 4) and + 1 of tile j
-        float y0 = __fadd_rn(c[0], c[1]), y1 = __fadd_rn(c[2], c[3]);  // features +0, +8 of the tile
-        const bool live = row < p.rows;
-        if (p.row_sq != nullptr && live) {  // a norm handoff's consumer: the row's scale, before the bias
-          y0 = __fmul_rn(row_scale[row], y0);
-          y1 = __fmul_rn(row_scale[row], y1);
-        }
-        if (p.next_split != nullptr) {  // a norm handoff's producer (one accumulating output, never pairs)
-          const int64_t f = int64_t{work.block} * kMmaFeatures + (lane >> 2);
-          float v0 = 0.0f, v1 = 0.0f;
-          if (live && f < p.n)
-            v0 = store_output(p, row, f, p.bias != nullptr ? __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, f)) : y0);
-          if (live && f + 8 < p.n)
-            v1 = store_output(p, row, f + 8, p.bias != nullptr ? __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, f + 8)) : y1);
-          float sq = __fmaf_rn(v1, v1, __fmul_rn(v0, v0));  // the 16 features of the item, a fixed tree:
-#pragma unroll
-          for (int o = 4; o <= 16; o <<= 1) sq = __fadd_rn(sq, __shfl_xor_sync(0xffffffffu, sq, o));
-          if (!live) continue;
-          if ((lane >> 2) == 0) p.next_sq[row * p.feature_blocks + work.block] = sq;
-          const float w0 = f < p.n ? load_as_f32(p.next_norm_w, f, p.next_norm_dtype) : 0.0f;
-          const float w1 = f + 8 < p.n ? load_as_f32(p.next_norm_w, f + 8, p.next_norm_dtype) : 0.0f;
-          __nv_bfloat16* hi = p.next_split + 2 * row * p.n;
-          __nv_bfloat16* lo = hi + p.n;
-          if (f < p.n) split_bf16(__fmul_rn(v0, p.next_zero_centred ? __fadd_rn(1.0f, w0) : w0), hi[f], lo[f]);
-          if (f + 8 < p.n)
-            split_bf16(__fmul_rn(v1, p.next_zero_centred ? __fadd_rn(1.0f, w1) : w1), hi[f + 8], lo[f + 8]);
-          continue;
-        }
-        if (!live) continue;
-        if (pairs) {  // y0 the gate, y1 the up of one position
-          const int64_t position = int64_t{work.block} * (kMmaFeatures / 2) + (lane >> 2);
-          if (position < p.half_n) {
-            if (p.bias != nullptr) {
-              y0 = __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, position));
-              y1 = __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, p.half_n + position));
-            }
-            const float a = silu_mul(y0, y1);
-            p.act[row * p.half_n + position] = a;
-            if (p.act_split != nullptr)  // split_x_kernel's split of a, for the down projection
-              split_bf16(a, p.act_split[2 * row * p.half_n + position], p.act_split[(2 * row + 1) * p.half_n + position]);
-          }
-        } else {
-          const int64_t f = int64_t{work.block} * kMmaFeatures + (lane >> 2);
-          if (f < p.n) store_output(p, row, f, p.bias != nullptr ? __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, f)) : y0);
-          if (f + 8 < p.n)
-            store_output(p, row, f + 8, p.bias != nullptr ? __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, f + 8)) : y1);
-        }
+        mma_store_tile(p, work.block, work.row0 + j * 4, acc[j], row_scale, lane);
       }
     }
     __syncthreads();  // red is written again at the next item's end
@@ -828,6 +846,412 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
   copy_async_wait_group<0>();  // only empty groups remain; nothing may land after the block exits
   trace_stamp(p, 5);
   if (!p.early_trigger) pdl_launch_dependents();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The layer stream: several one-row decode matmuls on the tensor-core order in one persistent launch
+// (Context::stream_queue; the matmuls of a decode step between two attentions: o_proj, gate/up, down, the
+// next layer's q/k/v or the lm_head). Each kernel-per-op boundary left the memory idle for a few
+// microseconds while the next kernel's blocks became resident, waited for the previous grid and staged x;
+// here the weights of every phase stream through without waiting for anything but a free ring slot, as the
+// sixteenth session's probe measured (tools/gpu/probe/layer_stream_probe.cu: 0.96 of the copy bandwidth for a
+// layer's four matmuls against 0.84-0.87 kernel per op).
+//
+// One block per multiprocessor: a producer warp and kStreamGroups consumer groups of kMmaWarps warps. The
+// producer issues cp.async.bulk copies (the tensor memory accelerator) of each stage — the 16 weight rows of
+// an item (matmul_mma_kernel's A tile rows) over kStreamChunkK of k, one copy per row and lane — into a ring of
+// stages on mbarriers. A block's items of a phase go to the groups in turn (item j to group j % 4) and are
+// streamed four at a time, chunk by chunk, so that the groups work side by side. Before a phase the
+// consumers wait for the previous phase's completion (a grid-wide counter: each block adds one after its
+// stores, release; thread 0 spins with acquire loads) and stage x's split for the phase in shared memory: the
+// previous phase's split (a norm handoff's, gate/up's activation split) or the split of x itself, which each
+// block makes with split_bf16 as split_x_kernel does (no transform; other transforms are not streamed).
+//
+// The arithmetic is matmul_mma_kernel's, output for output: warp kw of a group takes the steps kw, kw + 4,
+// ... of k (kMmaStepK each; the chunk's steps kw and kw + 4) in increasing order into its MMA accumulators,
+// the same ldmatrix A fragments and B columns (x's hi and lo in columns 0 and 1, zeros in the others as for
+// a one-row group), the warps' sums in warp order, then mma_store_tile. So a row decoded here is bitwise the
+// row the kernel-per-op path (and so any batch) computes: batch invariance holds across the two paths.
+// Rows: one. Weights BF16, k a multiple of kStreamChunkK.
+constexpr int kStreamGroups = 4;
+constexpr int kStreamConsumers = kStreamGroups * kMmaWarps * 32;  // consumer threads
+constexpr int kStreamThreads = kStreamConsumers + 32;             // and the producer warp
+constexpr int kStreamChunkK = 1024;                                // k of a stage: 16 steps
+constexpr int kStreamRowPitch = kStreamChunkK * 2 + 16;  // bytes per stage row, padded: conflict-free ldmatrix
+constexpr int kStreamStageBytes = kMmaFeatures * kStreamRowPitch;
+constexpr int kMaxStreamPhases = 8;
+constexpr int kMaxStreamStages = 16;
+
+struct StreamParams {
+  DecodeParams phase[kMaxStreamPhases];  // x_split null: split phase.x (F32) in each block
+  int phases;
+  int stages;        // ring depth
+  int x_pitch;       // bytes from the hi row to the lo row of the staged x (2 · max k + 16)
+  int* counters;     // kMaxStreamPhases + 1 ints, zero at launch; the last block to finish zeroes them again
+  bool evict_first;  // weights under the L2 evict_first policy
+  // Diagnostic only (HELIUM_CUDA_STREAM_DIAG, Context::stream_diag; the results are garbage): 1, the
+  // consumers release each stage unread (the stream alone); 2, each stage one 16 KB copy of the item's
+  // contiguous bytes instead of a copy per row (the cost of the copies' count).
+  int diag;
+  int loader;  // 0: the producer warp's bulk copies (matmul_stream_kernel); 1: each warp's cp.async
+};
+
+__device__ __forceinline__ void mbar_init(uint64_t* b, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(b)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* b, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(b)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* b, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n HELIUM_MBAR_WAIT_%=:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra HELIUM_MBAR_WAIT_%=;\n}\n" ::"r"(shared_address(b)),
+      "r"(parity)
+      : "memory");
+}
+// One bulk copy global -> shared, completing on bar with its byte count (sm_90).
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar, bool hinted,
+                                          uint64_t policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (hinted)
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+            shared_address(dst)),
+        "l"(src), "r"(bytes), "r"(shared_address(bar)), "l"(policy)
+        : "memory");
+  else
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     shared_address(dst)),
+                 "l"(src), "r"(bytes), "r"(shared_address(bar))
+                 : "memory");
+#else
+  (void)dst, (void)src, (void)bytes, (void)bar, (void)hinted, (void)policy;
+#endif
+}
+__device__ __forceinline__ int load_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kStreamConsumers) : "memory"); }
+__device__ __forceinline__ void group_sync(int group) {
+  asm volatile("bar.sync %0, %1;" ::"r"(2 + group), "n"(kMmaWarps * 32) : "memory");
+}
+
+// Phase `phase`'s items of block b of g: items first, first + g, ... (the phases' items dealt round-robin
+// over the grid from where the previous phase stopped, so that no block carries the remainder every time).
+struct StreamShare {
+  int first, count;
+};
+__device__ __forceinline__ StreamShare stream_share(const StreamParams& sp, int phase, int b, int g) {
+  int offset = 0;
+  for (int i = 0; i < phase; ++i) offset += static_cast<int>(sp.phase[i].feature_blocks);
+  const int items = static_cast<int>(sp.phase[phase].feature_blocks);
+  const int first = ((b - offset) % g + g) % g;
+  return {first, first < items ? (items - first + g - 1) / g : 0};
+}
+
+// The weight row of A-tile row r (0..15) of item `block` (matmul_mma_kernel's issue_weights).
+__device__ __forceinline__ int64_t stream_weight_row(const DecodeParams& p, int block, int r) {
+  if (p.act != nullptr) {
+    const int64_t position = min(int64_t{block} * (kMmaFeatures / 2) + (r & 7), p.half_n - 1);
+    return r < 8 ? position : p.half_n + position;
+  }
+  return min(int64_t{block} * kMmaFeatures + r, p.n - 1);
+}
+
+// The consumers' side of a phase boundary (all kStreamConsumers threads; thread 0 is the first consumer):
+// wait for the previous phase's completion on the grid, stage x's split (one row: hi, then lo) in shared
+// memory and a norm handoff's row scale.
+__device__ __forceinline__ void stream_begin_phase(const StreamParams& sp, int ph, uint8_t* xs, float* row_scale) {
+  const DecodeParams& p = sp.phase[ph];
+  const int tid = threadIdx.x;
+  if (ph > 0) {
+    if (tid == 0)
+      while (load_acquire(&sp.counters[ph - 1]) < static_cast<int>(gridDim.x)) {
+      }
+    consumers_sync();
+  }
+  const int k = static_cast<int>(p.k);
+  if (p.x_split != nullptr) {
+    for (int i = tid * 8; i < k; i += kStreamConsumers * 8) {
+      *reinterpret_cast<uint4*>(xs + i * 2) = __ldcg(reinterpret_cast<const uint4*>(p.x_split + i));
+      *reinterpret_cast<uint4*>(xs + sp.x_pitch + i * 2) = __ldcg(reinterpret_cast<const uint4*>(p.x_split + k + i));
+    }
+  } else {  // split_x_kernel's split, no transform
+    for (int i = tid * 4; i < k; i += kStreamConsumers * 4) {
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(p.x + i));
+      __align__(8) __nv_bfloat16 hi[4], lo[4];
+      split_bf16(v.x, hi[0], lo[0]);
+      split_bf16(v.y, hi[1], lo[1]);
+      split_bf16(v.z, hi[2], lo[2]);
+      split_bf16(v.w, hi[3], lo[3]);
+      *reinterpret_cast<uint2*>(xs + i * 2) = *reinterpret_cast<const uint2*>(hi);
+      *reinterpret_cast<uint2*>(xs + sp.x_pitch + i * 2) = *reinterpret_cast<const uint2*>(lo);
+    }
+  }
+  if (p.row_sq != nullptr && tid < 32) {
+    const float scale = handoff_row_scale(p, 0, tid);
+    if (tid == 0) row_scale[0] = scale;
+  }
+  consumers_sync();
+}
+// After a phase's stores: the block counts itself done (release).
+__device__ __forceinline__ void stream_end_phase(const StreamParams& sp, int ph) {
+  consumers_sync();  // every store of the phase is done (and x's stage free for the next)
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(&sp.counters[ph], 1);
+  }
+}
+// The last block past every wait zeroes the counters for the next launch.
+__device__ __forceinline__ void stream_finish(const StreamParams& sp) {
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(&sp.counters[kMaxStreamPhases], 1) == static_cast<int>(gridDim.x) - 1)
+      for (int i = 0; i <= kMaxStreamPhases; ++i) sp.counters[i] = 0;
+  }
+}
+// The B fragment of x's split for k-step columns at k0 (+ kk · 16): columns 0 (hi) and 1 (lo) in lanes 0..7,
+// zeros elsewhere, as matmul_mma_kernel's ldmatrix of a one-row group gives.
+__device__ __forceinline__ void stream_x_fragment(const uint8_t* xs, int x_pitch, int k0, int lane, uint32_t& b0,
+                                                  uint32_t& b1) {
+  b0 = b1 = 0;
+  if (lane < 8) {
+    const uint8_t* col = xs + (lane >> 2) * x_pitch + (k0 + (lane & 3) * 2) * 2;
+    b0 = *reinterpret_cast<const uint32_t*>(col);
+    b1 = *reinterpret_cast<const uint32_t*>(col + 16);
+  }
+}
+// A group's item end: the warps' sums in warp order, stored by the group's warp 0 (matmul_mma_kernel's).
+__device__ __forceinline__ void stream_store_item(const DecodeParams& p, float (&acc)[4], float* red, int group, int kw,
+                                                  int lane, int block, const float* row_scale) {
+  float* gred = red + group * kMmaWarps * 4 * 32;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) gred[(kw * 4 + e) * 32 + lane] = acc[e];
+  group_sync(group);
+  if (kw == 0) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+#pragma unroll
+      for (int q = 1; q < kMmaWarps; ++q) acc[e] = __fadd_rn(acc[e], gred[(q * 4 + e) * 32 + lane]);
+    mma_store_tile(p, block, 0, acc, row_scale, lane);
+  }
+  group_sync(group);
+}
+
+__global__ void __launch_bounds__(kStreamThreads, 1) matmul_stream_kernel(const __grid_constant__ StreamParams sp) {
+  extern __shared__ __align__(128) uint8_t stream_smem[];
+  uint8_t* ring = stream_smem;
+  uint8_t* xs = ring + sp.stages * kStreamStageBytes;                               // hi row, lo row at x_pitch
+  float* red = reinterpret_cast<float*>(xs + 2 * sp.x_pitch);                      // [group][kw][4][32]
+  float* row_scale = red + kStreamGroups * kMmaWarps * 4 * 32;                      // [1]
+  uint64_t* full = reinterpret_cast<uint64_t*>(row_scale + 4);                     // [stages]
+  uint64_t* empty = full + sp.stages;                                               // [stages]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, b = blockIdx.x, g = gridDim.x;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < sp.stages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kMmaWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == kStreamGroups * kMmaWarps) {  // the producer: weights never wait for the activations
+    // Lane r < 16 copies A-tile row r of every stage (the copies of a stage issued side by side); lane 0
+    // waits for the free slot and sets the stage's byte count.
+    if (lane >= kMmaFeatures) return;
+    const uint64_t policy = evict_first_policy();
+    int slot = 0;
+    uint32_t parity = 0;
+    for (int ph = 0; ph < sp.phases; ++ph) {
+      const DecodeParams& p = sp.phase[ph];
+      const StreamShare share = stream_share(sp, ph, b, g);
+      const int chunks = static_cast<int>(p.k / kStreamChunkK);
+      const auto* w = static_cast<const uint8_t*>(p.w);
+      for (int r0 = 0; r0 < share.count; r0 += kStreamGroups) {
+        const int m = min(kStreamGroups, share.count - r0);
+        for (int c = 0; c < chunks; ++c)
+          for (int u = 0; u < m; ++u) {
+            const int64_t row = stream_weight_row(p, share.first + (r0 + u) * g, lane);
+            if (lane == 0) {
+              mbar_wait(&empty[slot], parity ^ 1);
+              mbar_expect_tx(&full[slot], kMmaFeatures * kStreamChunkK * 2);
+            }
+            __syncwarp(0xffffu);
+            if (sp.diag == 2) {
+              if (lane == 0)
+                bulk_copy(ring + slot * kStreamStageBytes, w + (row * p.k + c * kStreamChunkK * kMmaFeatures) * 2,
+                          kMmaFeatures * kStreamChunkK * 2, &full[slot], sp.evict_first, policy);
+            } else {
+              bulk_copy(ring + slot * kStreamStageBytes + lane * kStreamRowPitch, w + (row * p.k + c * kStreamChunkK) * 2,
+                        kStreamChunkK * 2, &full[slot], sp.evict_first, policy);
+            }
+            if (++slot == sp.stages) slot = 0, parity ^= 1;
+          }
+      }
+    }
+    return;
+  }
+
+  // The consumers.
+  const int group = warp / kMmaWarps, kw = warp % kMmaWarps;
+  pdl_wait();  // the previous kernel's writes (x of the first phase) are visible after this
+  int slot = 0;
+  uint32_t parity = 0;
+  for (int ph = 0; ph < sp.phases; ++ph) {
+    const DecodeParams& p = sp.phase[ph];
+    stream_begin_phase(sp, ph, xs, row_scale);
+    const int k = static_cast<int>(p.k);
+    const StreamShare share = stream_share(sp, ph, b, g);
+    const int chunks = k / kStreamChunkK;
+    for (int r0 = 0; r0 < share.count; r0 += kStreamGroups) {
+      const int m = min(kStreamGroups, share.count - r0);
+      if (group >= m) {  // no item of this round: skip its stages
+        const int skip = chunks * m;
+        slot += skip;
+        parity ^= (slot / sp.stages) & 1;
+        slot %= sp.stages;
+        continue;
+      }
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      // This group's stage of chunk c is the round's stage c · m + group.
+      int s = slot + group;
+      uint32_t par = parity ^ ((s / sp.stages) & 1);
+      s %= sp.stages;
+      for (int c = 0; c < chunks; ++c) {
+        mbar_wait(&full[s], par);
+        const uint8_t* stage = ring + s * kStreamStageBytes;
+#pragma unroll
+        for (int half = 0; half < (sp.diag == 1 ? 0 : kStreamChunkK / (kMmaStepK * kMmaWarps)); ++half) {
+          const int step = kw + half * kMmaWarps;  // of the chunk's steps
+          const int k0 = c * kStreamChunkK + step * kMmaStepK;
+#pragma unroll
+          for (int kk = 0; kk < kMmaStepK / 16; ++kk) {
+            uint32_t a[4];
+            ldmatrix_x4(a, stage + ((lane & 7) + ((lane >> 3) & 1) * 8) * kStreamRowPitch +
+                               (step * kMmaStepK + kk * 16 + (lane >> 4) * 8) * 2);
+            uint32_t b0, b1;
+            stream_x_fragment(xs, sp.x_pitch, k0 + kk * 16, lane, b0, b1);
+            mma_bf16_16x8x16(acc, a, b0, b1);
+          }
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+        s += m;
+        if (s >= sp.stages) s -= sp.stages, par ^= 1;
+      }
+      stream_store_item(p, acc, red, group, kw, lane, share.first + (r0 + group) * g, row_scale);
+      slot += chunks * m;
+      parity ^= (slot / sp.stages) & 1;
+      slot %= sp.stages;
+    }
+    stream_end_phase(sp, ph);
+  }
+  stream_finish(sp);
+}
+
+// The layer stream with each consumer warp loading its own weights (StreamParams::loader 1;
+// HELIUM_CUDA_STREAM_LOADER=async): matmul_mma_kernel's per-warp rings of S stages (16 weight rows over one
+// kMmaStepK step, cp.async, one commit group per stage) run on across the phases — a warp issues the next
+// phase's first stages before the phase's wait — with x staged per phase as above and no producer warp.
+// The same items, steps and sums as the bulk-copy kernel.
+template <int S>
+__global__ void __launch_bounds__(kStreamConsumers, 1) matmul_stream_async_kernel(const __grid_constant__ StreamParams sp) {
+  extern __shared__ __align__(128) uint8_t stream_smem[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, b = blockIdx.x, g = gridDim.x;
+  const int group = warp / kMmaWarps, kw = warp % kMmaWarps;
+  uint8_t* ring = stream_smem + warp * S * kMmaWBytes;
+  uint8_t* xs = stream_smem + kStreamGroups * kMmaWarps * S * kMmaWBytes;
+  float* red = reinterpret_cast<float*>(xs + 2 * sp.x_pitch);
+  float* row_scale = red + kStreamGroups * kMmaWarps * 4 * 32;
+  const uint64_t policy = evict_first_policy();
+  // A warp's position in its stream: phase, the group's item (its index in the block's share of the phase)
+  // and the warp's step of the item (item step st is k step 4 · st + kw).
+  struct Cursor {
+    int ph, j, st, count, first, steps;
+  };
+  auto settle = [&](Cursor& c) {  // onto the next phase with an item for this group, if the current has none
+    while (c.ph < sp.phases && c.j >= c.count) {
+      if (++c.ph == sp.phases) return;
+      const StreamShare share = stream_share(sp, c.ph, b, g);
+      c = Cursor{c.ph, group, 0, share.count, share.first, static_cast<int>(sp.phase[c.ph].k / (kMmaStepK * kMmaWarps))};
+    }
+  };
+  auto start = [&] {
+    const StreamShare share = stream_share(sp, 0, b, g);
+    Cursor c{0, group, 0, share.count, share.first, static_cast<int>(sp.phase[0].k / (kMmaStepK * kMmaWarps))};
+    settle(c);
+    return c;
+  };
+  auto advance = [&](Cursor& c) {
+    if (++c.st == c.steps) {
+      c.st = 0;
+      c.j += kStreamGroups;
+      settle(c);
+    }
+  };
+  auto issue = [&](const Cursor& c, int slot) {
+    if (c.ph >= sp.phases) return;
+    const DecodeParams& p = sp.phase[c.ph];
+    const int block = c.first + c.j * g;
+    const int64_t k0 = int64_t{c.st * kMmaWarps + kw} * kMmaStepK;
+    uint8_t* stage = ring + slot * kMmaWBytes;
+#pragma unroll
+    for (int i = 0; i < kMmaWBytes / 16 / 32; ++i) {
+      const int piece = i * 32 + lane, r = piece >> 3, ch = piece & 7;
+      copy_async_16(stage + mma_swizzle(r, ch),
+                    static_cast<const __nv_bfloat16*>(p.w) + stream_weight_row(p, block, r) * p.k + k0 + ch * 8, true,
+                    sp.evict_first, policy);
+    }
+  };
+  Cursor fill = start();
+  for (int u = 0; u < S - 1; ++u, advance(fill)) {
+    issue(fill, u);
+    copy_async_commit();
+  }
+  pdl_wait();  // the previous kernel's writes (x of the first phase) are visible after this
+  int issue_slot = S - 1, work_slot = 0;
+  for (int ph = 0; ph < sp.phases; ++ph) {
+    const DecodeParams& p = sp.phase[ph];
+    stream_begin_phase(sp, ph, xs, row_scale);
+    const StreamShare share = stream_share(sp, ph, b, g);
+    const int steps = static_cast<int>(p.k / (kMmaStepK * kMmaWarps));
+    for (int j = group; j < share.count; j += kStreamGroups) {
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int st = 0; st < steps; ++st) {
+        issue(fill, issue_slot);
+        copy_async_commit();
+        advance(fill);
+        issue_slot = issue_slot + 1 == S ? 0 : issue_slot + 1;
+        copy_async_wait_group<S - 1>();
+        __syncwarp();
+        const uint8_t* stage = ring + work_slot * kMmaWBytes;
+        const int k0 = (st * kMmaWarps + kw) * kMmaStepK;
+        if (sp.diag != 1) {
+#pragma unroll
+          for (int kk = 0; kk < kMmaStepK / 16; ++kk) {
+            uint32_t a[4];
+            ldmatrix_x4(a, stage + mma_swizzle((lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
+            uint32_t b0, b1;
+            stream_x_fragment(xs, sp.x_pitch, k0 + kk * 16, lane, b0, b1);
+            mma_bf16_16x8x16(acc, a, b0, b1);
+          }
+        }
+        __syncwarp();  // the slot is refilled by this warp's next issue
+        work_slot = work_slot + 1 == S ? 0 : work_slot + 1;
+      }
+      stream_store_item(p, acc, red, group, kw, lane, share.first + j * g, row_scale);
+    }
+    stream_end_phase(sp, ph);
+  }
+  copy_async_wait_group<0>();  // only empty groups remain
+  stream_finish(sp);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -1146,12 +1570,124 @@ MmaKernel pick_mma_kernel(int row_group, int stages) {
   return nullptr;
 }
 
+// Bytes of a layer-stream block's shared memory besides its ring: x's staged split (two rows of x_pitch), the
+// groups' sums, the row scale, the ring's barriers.
+size_t stream_fixed_smem(int x_pitch) {
+  return 2 * static_cast<size_t>(x_pitch) + kStreamGroups * kMmaWarps * 4 * 32 * 4 + 16 + 2 * kMaxStreamStages * 8;
+}
+constexpr int kMinStreamStages = kStreamGroups;  // a stage for each group at least
+// HELIUM_CUDA_STREAM_LOADER=bulk|async: the layer stream's loader (StreamParams::loader), for comparisons.
+int stream_loader() {
+  static const int loader = [] {
+    const char* v = std::getenv("HELIUM_CUDA_STREAM_LOADER");
+    return v != nullptr && std::string_view(v) == "async" ? 1 : 0;
+  }();
+  return loader;
+}
+
+}  // namespace
+
+struct StreamQueue {
+  StreamParams params{};
+  int max_k = 0;
+  int64_t phases_sent = 0, launches = 0;
+};
+
+StreamQueue* make_stream_queue() { return new StreamQueue(); }
+void free_stream_queue(StreamQueue* q) { delete q; }
+int stream_counter_count() { return kMaxStreamPhases + 1; }
+void stream_queue_counts(const StreamQueue* q, int64_t& phases, int64_t& launches) {
+  phases = q != nullptr ? q->phases_sent : 0;
+  launches = q != nullptr ? q->launches : 0;
+}
+
+void flush_stream(const Context& c) {
+  StreamQueue* q = c.stream_queue;
+  if (q == nullptr || q->params.phases == 0) return;
+  StreamParams sp = q->params;
+  q->params.phases = 0;  // before launch(), which flushes first
+  q->max_k = 0;
+  q->phases_sent += sp.phases;
+  ++q->launches;
+  const size_t limit = smem_optin_limit(), fixed = stream_fixed_smem(sp.x_pitch);
+  void (*kernel)(StreamParams) = matmul_stream_kernel;
+  int threads = kStreamThreads;
+  size_t smem = 0;
+  sp.loader = stream_loader();
+  if (sp.loader == 1) {  // the deepest per-warp ring that fits
+    const size_t per_stage = size_t{kStreamGroups} * kMmaWarps * kMmaWBytes;
+    const int stages = static_cast<int>(std::min<size_t>(6, (limit - fixed) / per_stage));
+    HELIUM_CUDA_REQUIRE("matmul", stages >= 4);
+    kernel = stages == 6 ? matmul_stream_async_kernel<6> : stages == 5 ? matmul_stream_async_kernel<5>
+                                                                       : matmul_stream_async_kernel<4>;
+    threads = kStreamConsumers;
+    smem = fixed + stages * per_stage;
+  } else {
+    sp.stages = static_cast<int>(std::min<size_t>(kMaxStreamStages, (limit - fixed) / kStreamStageBytes));
+    HELIUM_CUDA_REQUIRE("matmul", sp.stages >= kMinStreamStages);  // checked when the phases were queued
+    smem = fixed + static_cast<size_t>(sp.stages) * kStreamStageBytes;
+  }
+  {
+    static std::mutex mutex;
+    static std::map<std::pair<int, void (*)(StreamParams)>, size_t> opted;  // per device and kernel
+    int device = 0;
+    HELIUM_CUDA_CHECK(cudaGetDevice(&device));
+    const std::lock_guard<std::mutex> lock(mutex);
+    size_t& current = opted[{device, kernel}];
+    if (smem > current) {
+      HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      current = smem;
+    }
+  }
+  // Every block must be resident at once (they wait for each other): one per multiprocessor.
+  launch(c, kernel, static_cast<unsigned>(sm_count_of(c)), threads, smem, sp);
+  HELIUM_CUDA_CHECK(cudaGetLastError());
+}
+
+namespace {
+
+// Queues a one-row tensor-core launch on the layer stream when the context collects them and the phase
+// qualifies (k a multiple of the stage's chunk, x's split given or x to split as it is, x's staged split and
+// a minimal ring within the shared memory); false otherwise, having queued nothing.
+bool stream_enqueue(const Context& c, DecodeParams p, const MatmulShape& shape, const __nv_bfloat16* presplit) {
+  StreamQueue* q = c.stream_queue;
+  if (q == nullptr || !c.stream_enqueue || shape.rows != 1 || shape.k % kStreamChunkK != 0 || p.trace != nullptr)
+    return false;
+  if (presplit == nullptr && (p.xform != kNone || !aligned_16(p.x))) return false;
+  const int max_k = static_cast<int>(std::max<int64_t>(q->max_k, shape.k));
+  if (shape.k > (int64_t{1} << 20) ||
+      stream_fixed_smem(2 * max_k + 16) + kMinStreamStages * size_t{kStreamStageBytes} > smem_optin_limit())
+    return false;
+  if (q->params.phases == kMaxStreamPhases) flush_stream(c);
+  p.x_split = presplit;
+  p.row_groups = 1;
+  const bool pairs = p.act != nullptr;
+  p.feature_blocks = ((pairs ? p.half_n : shape.n) + (pairs ? kMmaFeatures / 2 : kMmaFeatures) - 1) /
+                     (pairs ? kMmaFeatures / 2 : kMmaFeatures);
+  StreamParams& sp = q->params;
+  int64_t items = p.feature_blocks;
+  for (int i = 0; i < sp.phases; ++i) items += sp.phase[i].feature_blocks;
+  if (items >= (int64_t{1} << 30)) {  // 32-bit item arithmetic in the kernel
+    flush_stream(c);
+    if (p.feature_blocks >= (int64_t{1} << 30)) return false;
+  }
+  sp.phase[sp.phases++] = p;
+  q->max_k = static_cast<int>(std::max<int64_t>(q->max_k, shape.k));
+  sp.x_pitch = 2 * q->max_k + 16;
+  sp.counters = c.stream_counters;
+  sp.evict_first = c.stream_evict_first;
+  sp.diag = c.stream_diag;
+  return true;
+}
+
+
 // The tensor-core kernel's launch: x's transform split into Context::matmul_scratch (split_x_kernel), then
 // the matmul with rows in groups of 4, 8 or 16 (each item streams its weights once for its group), fewer
 // stages or smaller groups where the device's shared memory is smaller (speed only).
 // presplit: x's split is already there (written by the previous matmul's store), no split kernel.
 void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int stages,
                 const __nv_bfloat16* presplit = nullptr) {
+  if (stream_enqueue(c, p, shape, presplit)) return;
   if (presplit != nullptr) {
     p.x_split = presplit;
   } else {
@@ -1415,6 +1951,7 @@ class LtGemm {
   // d = a·b (+ d when accumulate: beta 1, d read in the epilogue).
   void run(const Context& c, const void* a, const void* b, float* d, bool accumulate = false) {
     const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    flush_stream(c);  // queued layer-stream phases first (cuBLASLt is not launched through launch())
     HELIUM_LT_CHECK(cublasLtMatmul(c.lt, &desc_, &one, a, &a_, b, &b_, &beta, d, &d_, d, &d_, &algo_, c.lt_workspace,
                                    c.lt_workspace_bytes, c.stream));
   }

@@ -272,6 +272,148 @@ TEST_F(CudaFusedTest, NormHandoffMatchesTheSequenceAndIsBatchInvariant) {
   }
 }
 
+// The layer stream (cuda_ops.cuh, Context::stream_queue): two layers' one-row matmuls between attentions —
+// o_proj (x split in the kernel, from a q/k/v output of the same launch the second time), gate/up (a norm
+// handoff's consumer, storing the activation and its split), down (reading that split, writing the next
+// handoff), the next q/k/v (three outputs and a bias), and an lm_head — queued and launched as one
+// persistent kernel of eight phases, are bitwise the kernel-per-op launches (HELIUM_CUDA_STREAM=off), eagerly
+// and replayed from a captured graph (twice: the kernel's counters reset between launches), and a row alone
+// is bitwise that row of a 3-row batch (which takes the kernel-per-op path). Qwen3-8B's widths.
+TEST(CudaLayerStreamTest, LayerStreamIsTheKernelPerOpSequence) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const int64_t hidden = 4096, q_dim = 4096, kv_dim = 1024, inter = 12288, vocab = 8192, rows_max = 3;
+  std::mt19937 rng(47);
+  const std::vector<float> w_o_v = random_reals(rng, static_cast<size_t>(hidden * q_dim), -0.03f, 0.03f);
+  const std::vector<float> w_gu_v = random_reals(rng, static_cast<size_t>(2 * inter * hidden), -0.03f, 0.03f);
+  const std::vector<float> w_down_v = random_reals(rng, static_cast<size_t>(hidden * inter), -0.02f, 0.02f);
+  const std::vector<float> w_qkv_v = random_reals(rng, static_cast<size_t>((q_dim + 2 * kv_dim) * hidden), -0.03f, 0.03f);
+  const std::vector<float> w_head_v = random_reals(rng, static_cast<size_t>(vocab * hidden), -0.03f, 0.03f);
+  const std::vector<float> qkv_bias_v = random_reals(rng, static_cast<size_t>(q_dim + 2 * kv_dim));
+  const std::vector<float> post_v = random_reals(rng, static_cast<size_t>(hidden), 0.5f, 1.5f);
+  const std::vector<float> next_v = random_reals(rng, static_cast<size_t>(hidden), 0.5f, 1.5f);
+  const std::vector<float> final_v = random_reals(rng, static_cast<size_t>(hidden), 0.5f, 1.5f);
+  const std::vector<float> attn_v = random_reals(rng, static_cast<size_t>(rows_max * q_dim), -2.0f, 2.0f);
+  const std::vector<float> x_v = random_reals(rng, static_cast<size_t>(rows_max * hidden), -3.0f, 3.0f);
+
+  struct Layer {
+    std::unique_ptr<CudaBackend> b;
+    std::vector<std::shared_ptr<DeviceBuffer>> keep;
+    Tensor w_o, w_gu, w_down, w_qkv, w_head, qkv_bias, post, next, final_norm;
+    Tensor attn, x, xn, gate, up, q, k, v, logits;
+    Tensor put(const std::vector<float>& values, DType dtype, std::initializer_list<int64_t> shape) {
+      Tensor t(nullptr, dtype, shape);
+      auto buffer = b->allocate(t.bytes());
+      EXPECT_TRUE(buffer.is_ok());
+      t.data = (*buffer)->data();
+      keep.push_back(*buffer);
+      std::vector<uint8_t> bytes = encode(values, dtype);
+      bytes.resize(t.bytes());
+      b->copy_to_device(t, bytes.data());
+      return t;
+    }
+  };
+  auto make = [&](bool stream) {
+    setenv("HELIUM_CUDA_STREAM", stream ? "on" : "off", 1);
+    CudaBackendOptions options;
+    options.max_rows = 8;
+    options.max_context = 1024;
+    options.max_k = inter;
+    auto created = CudaBackend::create(options);
+    unsetenv("HELIUM_CUDA_STREAM");
+    EXPECT_TRUE(created.is_ok()) << created.status().message();
+    auto l = std::make_unique<Layer>();
+    l->b = std::move(created).value();
+    l->w_o = l->put(w_o_v, DType::BF16, {hidden, q_dim});
+    l->w_gu = l->put(w_gu_v, DType::BF16, {2 * inter, hidden});
+    l->w_down = l->put(w_down_v, DType::BF16, {hidden, inter});
+    l->w_qkv = l->put(w_qkv_v, DType::BF16, {q_dim + 2 * kv_dim, hidden});
+    l->w_head = l->put(w_head_v, DType::BF16, {vocab, hidden});
+    l->qkv_bias = l->put(qkv_bias_v, DType::BF16, {q_dim + 2 * kv_dim});
+    l->post = l->put(post_v, DType::BF16, {hidden});
+    l->next = l->put(next_v, DType::BF16, {hidden});
+    l->final_norm = l->put(final_v, DType::BF16, {hidden});
+    l->attn = l->put(attn_v, DType::F32, {rows_max, q_dim});
+    l->x = l->put(x_v, DType::F32, {rows_max, hidden});
+    const std::vector<float> none;
+    l->xn = l->put(none, DType::F32, {rows_max, inter});
+    l->gate = l->put(none, DType::F32, {rows_max, inter});
+    l->up = l->put(none, DType::F32, {rows_max, inter});
+    l->q = l->put(none, DType::F32, {rows_max, q_dim});
+    l->k = l->put(none, DType::F32, {rows_max, kv_dim});
+    l->v = l->put(none, DType::F32, {rows_max, kv_dim});
+    l->logits = l->put(none, DType::F32, {rows_max, vocab});
+    return l;
+  };
+  // The two layers' ops on rows [0, rows), nothing read back in between.
+  auto ops = [&](Layer& l, int64_t rows) {
+    Backend& b = *l.b;
+    const Tensor attn = l.attn.first_rows(rows), x = l.x.first_rows(rows), xn = l.xn.first_rows(rows);
+    const Tensor gate = l.gate.first_rows(rows), up = l.up.first_rows(rows), q = l.q.first_rows(rows);
+    const Tensor qkv[] = {q, l.k.first_rows(rows), l.v.first_rows(rows)};
+    const Tensor head[] = {l.logits.first_rows(rows)};
+    const Tensor xn_h = Tensor(xn.data, DType::F32, {rows, hidden});
+    b.prepare_norm(x, l.post, false);
+    b.matmul_add(attn, l.w_o, Tensor(), xn_h, x);
+    b.prepare_norm(x, l.next, false);
+    b.swiglu_mlp_add(x, l.post, 1e-6f, false, xn_h, l.w_gu, Tensor(), gate, up, l.w_down, Tensor());
+    b.rms_norm_matmul_split(x, l.next, 1e-6f, false, xn_h, l.w_qkv, l.qkv_bias, qkv);
+    b.prepare_norm(x, l.post, false);
+    b.matmul_add(q, l.w_o, Tensor(), xn_h, x);  // the second layer's o_proj, from this launch's q
+    b.prepare_norm(x, l.final_norm, false);
+    b.swiglu_mlp_add(x, l.post, 1e-6f, false, xn_h, l.w_gu, Tensor(), gate, up, l.w_down, Tensor());
+    b.rms_norm_matmul_split(x, l.final_norm, 1e-6f, false, xn_h, l.w_head, Tensor(), head);
+  };
+  auto results = [&](Layer& l, int64_t rows) {
+    std::vector<std::vector<uint8_t>> out;
+    for (const Tensor& t : {l.x, l.q, l.k, l.v, l.logits}) {
+      const Tensor part = t.first_rows(rows);
+      std::vector<uint8_t> bytes(part.bytes());
+      l.b->copy_to_host(bytes.data(), part);
+      out.push_back(std::move(bytes));
+    }
+    l.b->synchronize();
+    return out;
+  };
+  auto reset_x = [&](Layer& l) {
+    const std::vector<uint8_t> bytes = encode(x_v, DType::F32);
+    l.b->copy_to_device(l.x, bytes.data());
+  };
+  const char* names[] = {"x", "q", "k", "v", "logits"};
+
+  auto on = make(true), off = make(false);
+  ops(*off, 1);
+  const auto expected = results(*off, 1);
+  EXPECT_EQ(off->b->layer_stream_counts().phases, 0);
+  ops(*on, 1);
+  const auto eager = results(*on, 1);
+  const CudaBackend::StreamCounts after_eager = on->b->layer_stream_counts();
+  if (on->b->device_info().compute_capability < 90) GTEST_SKIP() << "the layer stream needs sm_90";
+  EXPECT_EQ(after_eager.phases, 8);
+  EXPECT_EQ(after_eager.launches, 1);
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(first_difference(eager[i], expected[i]), -1) << names[i] << ": stream against kernel per op";
+
+  reset_x(*on);
+  on->b->begin_capture();
+  ops(*on, 1);
+  auto graph = on->b->end_capture();
+  ASSERT_TRUE(graph.is_ok()) << graph.status().message();
+  for (int replay = 0; replay < 2; ++replay) {
+    reset_x(*on);
+    (*graph)->replay();
+    const auto replayed = results(*on, 1);
+    for (size_t i = 0; i < expected.size(); ++i)
+      EXPECT_EQ(first_difference(replayed[i], expected[i]), -1) << names[i] << ": graph replay " << replay;
+  }
+
+  reset_x(*on);
+  ops(*on, rows_max);
+  const auto batch = results(*on, rows_max);
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(std::memcmp(batch[i].data(), expected[i].data(), expected[i].size()), 0)
+        << names[i] << ": row 0 of 3 rows against the row alone";
+}
+
 TEST_F(CudaFusedTest, QkNormRopeKvWriteIsTheSequence) {
   std::mt19937 rng(44);
   const int n_heads = 8, n_kv = 2, head_dim = 128, max_rows = 70;
@@ -725,7 +867,8 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_NORM_HANDOFF", "yes", "off"},
                {"HELIUM_CUDA_ATTN_FUSED", "fused", "all"},
                {"HELIUM_CUDA_ATTN_FUSED_TRIGGER", "early", "late"},
-               {"HELIUM_CUDA_ATTN_FUSED_MERGE", "129", "0"}};
+               {"HELIUM_CUDA_ATTN_FUSED_MERGE", "129", "0"},
+               {"HELIUM_CUDA_STREAM", "later", "off"}};
   for (const auto& c : cases) {
     ASSERT_EQ(setenv(c.name, c.bad, 1), 0);
     auto refused = CudaBackend::create(options);
