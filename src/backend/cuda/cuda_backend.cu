@@ -240,8 +240,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
       cudaMemsetAsync(counters, 0, sizeof(int) * m.ctx.attention_counter_count, m.ctx.stream), "attention counters"));
   HELIUM_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(m.ctx.stream), "attention counters"));
   m.ctx.attention_counters = static_cast<int*>(counters);
-  // The layer stream (cuda_ops.cuh, Context::stream_queue; sm_90): off unless HELIUM_CUDA_STREAM=on. Not yet
-  // faster than the kernel-per-op step (docs/benchmarks.md, seventeenth session).
+  // The layer stream (cuda_ops.cuh, Context::stream_queue; sm_90, where it was measured): off unless
+  // HELIUM_CUDA_STREAM=on, not yet faster than the kernel-per-op step (docs/benchmarks.md, seventeenth session).
   bool layer_stream = false;
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_STREAM", "on", "off", layer_stream));
   if (layer_stream && prop.major >= 9) {
@@ -253,7 +253,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
     m.ctx.stream_queue = cuda::make_stream_queue();
   }
   long stream_diag = 0;
-  HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_STREAM_DIAG", "0, 1 or 2", 0, 2, stream_diag));
+  HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_STREAM_DIAG", "0 or 1", 0, 1, stream_diag));
   m.ctx.stream_diag = static_cast<int>(stream_diag);
   m.ctx.argmax_capacity = std::max(o.max_rows, kMaxDecodeRows);
   HELIUM_ASSIGN_OR_RETURN(void* keys, reserve(sizeof(unsigned long long) * m.ctx.argmax_capacity, "argmax keys"));

@@ -160,7 +160,7 @@ struct Context {
   StreamQueue* stream_queue = nullptr;
   bool stream_enqueue = false;
   int* stream_counters = nullptr;
-  // Diagnostic only (HELIUM_CUDA_STREAM_DIAG=0|1|2, matmul.cu's StreamParams::diag): garbage results.
+  // Diagnostic only (HELIUM_CUDA_STREAM_DIAG=0|1, matmul.cu's StreamParams::diag): garbage results.
   int stream_diag = 0;
   // Prefill matmuls stage x once per fused op (norm or SwiGLU applied while rounding it for cuBLASLt, the
   // residual added in the GEMM's epilogue) unless HELIUM_CUDA_PREFILL_FUSED=off (matmul.cu, prefill_fused).

@@ -851,87 +851,46 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
 // ---------------------------------------------------------------------------------------------------
 // The layer stream: several one-row decode matmuls on the tensor-core order in one persistent launch
 // (Context::stream_queue; the matmuls of a decode step between two attentions: o_proj, gate/up, down, the
-// next layer's q/k/v or the lm_head). Each kernel-per-op boundary left the memory idle for a few
-// microseconds while the next kernel's blocks became resident, waited for the previous grid and staged x;
-// here the weights of every phase stream through without waiting for anything but a free ring slot, as the
-// sixteenth session's probe measured (tools/gpu/probe/layer_stream_probe.cu: 0.96 of the copy bandwidth for a
-// layer's four matmuls against 0.84-0.87 kernel per op).
+// next layer's q/k/v). Each kernel-per-op boundary leaves the memory idle for a few microseconds while the
+// next kernel's blocks become resident, wait for the previous grid and stage x; here each warp's weight
+// stream runs on from one phase into the next, as the sixteenth session's probe did
+// (tools/gpu/probe/layer_stream_probe.cu: 0.96 of the copy bandwidth for a layer's four matmuls in one
+// launch, against 0.84-0.87 kernel per op). Not yet faster inside the engine's step (docs/benchmarks.md,
+// seventeenth session): off by default.
 //
-// One block per multiprocessor: a producer warp and kStreamGroups consumer groups of kMmaWarps warps. The
-// producer issues cp.async.bulk copies (the tensor memory accelerator) of each stage — the 16 weight rows of
-// an item (matmul_mma_kernel's A tile rows) over kStreamChunkK of k, one copy per row and lane — into a ring of
-// stages on mbarriers. A block's items of a phase go to the groups in turn (item j to group j % 4) and are
-// streamed four at a time, chunk by chunk, so that the groups work side by side. Before a phase the
-// consumers wait for the previous phase's completion (a grid-wide counter: each block adds one after its
-// stores, release; thread 0 spins with acquire loads) and stage x's split for the phase in shared memory: the
-// previous phase's split (a norm handoff's, gate/up's activation split) or the split of x itself, which each
-// block makes with split_bf16 as split_x_kernel does (no transform; other transforms are not streamed).
+// One block per multiprocessor, kStreamGroups groups of kMmaWarps warps; a block's items of a phase go to the
+// groups in turn (item j to group j % kStreamGroups; two groups with 10-stage rings were faster than four
+// with 5: a phase of two items a block, o_proj's and down's, then still keeps every warp streaming). Each warp streams its own steps through matmul_mma_kernel's kind of
+// ring (S stages of 16 weight rows over one kMmaStepK step, cp.async, one commit group per stage), and issues
+// the next phase's first stages before that phase's wait: weights never wait for the activations. Before a
+// phase the warps wait for the previous phase's completion on the grid (a counter: each block adds one after
+// its stores, release; thread 0 spins with acquire loads) and stage x's split for the phase in shared memory:
+// the previous phase's split (a norm handoff's, gate/up's activation split) or the split of x itself, which
+// each block makes with split_bf16 as split_x_kernel does (no transform; other transforms are not streamed).
 //
 // The arithmetic is matmul_mma_kernel's, output for output: warp kw of a group takes the steps kw, kw + 4,
-// ... of k (kMmaStepK each; the chunk's steps kw and kw + 4) in increasing order into its MMA accumulators,
-// the same ldmatrix A fragments and B columns (x's hi and lo in columns 0 and 1, zeros in the others as for
-// a one-row group), the warps' sums in warp order, then mma_store_tile. So a row decoded here is bitwise the
-// row the kernel-per-op path (and so any batch) computes: batch invariance holds across the two paths.
-// Rows: one. Weights BF16, k a multiple of kStreamChunkK.
-constexpr int kStreamGroups = 4;
-constexpr int kStreamConsumers = kStreamGroups * kMmaWarps * 32;  // consumer threads
-constexpr int kStreamThreads = kStreamConsumers + 32;             // and the producer warp
-constexpr int kStreamChunkK = 1024;                                // k of a stage: 16 steps
-constexpr int kStreamRowPitch = kStreamChunkK * 2 + 16;  // bytes per stage row, padded: conflict-free ldmatrix
-constexpr int kStreamStageBytes = kMmaFeatures * kStreamRowPitch;
+// ... of k in increasing order into its MMA accumulators, with the same ldmatrix A fragments and B columns
+// (x's hi and lo in columns 0 and 1, zeros in the others, as for a one-row group), the warps' sums in warp
+// order, then mma_store_tile. So a row decoded here is bitwise the row the kernel-per-op path (and so any
+// batch) computes: batch invariance holds across the two paths. Rows: one. Weights BF16, k a multiple of
+// kStreamStepsK.
+constexpr int kStreamGroups = 2;
+constexpr int kStreamWarps = kStreamGroups * kMmaWarps;
+constexpr int kStreamConsumers = kStreamWarps * 32;  // the block's threads
+constexpr int kStreamStepsK = kMmaStepK * kMmaWarps;  // k of one step of every warp of a group
 constexpr int kMaxStreamPhases = 8;
-constexpr int kMaxStreamStages = 16;
 
 struct StreamParams {
   DecodeParams phase[kMaxStreamPhases];  // x_split null: split phase.x (F32) in each block
   int phases;
-  int stages;        // ring depth
-  int x_pitch;       // bytes from the hi row to the lo row of the staged x (2 · max k + 16)
-  int* counters;     // kMaxStreamPhases + 1 ints, zero at launch; the last block to finish zeroes them again
+  int x_pitch;    // bytes from the hi row to the lo row of the staged x (2 · max k + 16)
+  int* counters;  // kMaxStreamPhases + 1 ints, zero at launch; the last block to finish zeroes them again
   bool evict_first;  // weights under the L2 evict_first policy
-  // Diagnostic only (HELIUM_CUDA_STREAM_DIAG, Context::stream_diag; the results are garbage): 1, the
-  // consumers release each stage unread (the stream alone); 2, each stage one 16 KB copy of the item's
-  // contiguous bytes instead of a copy per row (the cost of the copies' count).
+  // Diagnostic only (HELIUM_CUDA_STREAM_DIAG=1, Context::stream_diag; the results are garbage): the warps
+  // wait for each stage and multiply nothing (the stream alone).
   int diag;
-  int loader;  // 0: the producer warp's bulk copies (matmul_stream_kernel); 1: each warp's cp.async
 };
 
-__device__ __forceinline__ void mbar_init(uint64_t* b, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(b)), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* b, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(b)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* b, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n HELIUM_MBAR_WAIT_%=:\n"
-      " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      " @!p bra HELIUM_MBAR_WAIT_%=;\n}\n" ::"r"(shared_address(b)),
-      "r"(parity)
-      : "memory");
-}
-// One bulk copy global -> shared, completing on bar with its byte count (sm_90).
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar, bool hinted,
-                                          uint64_t policy) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (hinted)
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-            shared_address(dst)),
-        "l"(src), "r"(bytes), "r"(shared_address(bar)), "l"(policy)
-        : "memory");
-  else
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     shared_address(dst)),
-                 "l"(src), "r"(bytes), "r"(shared_address(bar))
-                 : "memory");
-#else
-  (void)dst, (void)src, (void)bytes, (void)bar, (void)hinted, (void)policy;
-#endif
-}
 __device__ __forceinline__ int load_acquire(const int* p) {
   int v;
   asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -1044,130 +1003,13 @@ __device__ __forceinline__ void stream_store_item(const DecodeParams& p, float (
   group_sync(group);
 }
 
-__global__ void __launch_bounds__(kStreamThreads, 1) matmul_stream_kernel(const __grid_constant__ StreamParams sp) {
-  extern __shared__ __align__(128) uint8_t stream_smem[];
-  uint8_t* ring = stream_smem;
-  uint8_t* xs = ring + sp.stages * kStreamStageBytes;                               // hi row, lo row at x_pitch
-  float* red = reinterpret_cast<float*>(xs + 2 * sp.x_pitch);                      // [group][kw][4][32]
-  float* row_scale = red + kStreamGroups * kMmaWarps * 4 * 32;                      // [1]
-  uint64_t* full = reinterpret_cast<uint64_t*>(row_scale + 4);                     // [stages]
-  uint64_t* empty = full + sp.stages;                                               // [stages]
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, b = blockIdx.x, g = gridDim.x;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < sp.stages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kMmaWarps);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-
-  if (warp == kStreamGroups * kMmaWarps) {  // the producer: weights never wait for the activations
-    // Lane r < 16 copies A-tile row r of every stage (the copies of a stage issued side by side); lane 0
-    // waits for the free slot and sets the stage's byte count.
-    if (lane >= kMmaFeatures) return;
-    const uint64_t policy = evict_first_policy();
-    int slot = 0;
-    uint32_t parity = 0;
-    for (int ph = 0; ph < sp.phases; ++ph) {
-      const DecodeParams& p = sp.phase[ph];
-      const StreamShare share = stream_share(sp, ph, b, g);
-      const int chunks = static_cast<int>(p.k / kStreamChunkK);
-      const auto* w = static_cast<const uint8_t*>(p.w);
-      for (int r0 = 0; r0 < share.count; r0 += kStreamGroups) {
-        const int m = min(kStreamGroups, share.count - r0);
-        for (int c = 0; c < chunks; ++c)
-          for (int u = 0; u < m; ++u) {
-            const int64_t row = stream_weight_row(p, share.first + (r0 + u) * g, lane);
-            if (lane == 0) {
-              mbar_wait(&empty[slot], parity ^ 1);
-              mbar_expect_tx(&full[slot], kMmaFeatures * kStreamChunkK * 2);
-            }
-            __syncwarp(0xffffu);
-            if (sp.diag == 2) {
-              if (lane == 0)
-                bulk_copy(ring + slot * kStreamStageBytes, w + (row * p.k + c * kStreamChunkK * kMmaFeatures) * 2,
-                          kMmaFeatures * kStreamChunkK * 2, &full[slot], sp.evict_first, policy);
-            } else {
-              bulk_copy(ring + slot * kStreamStageBytes + lane * kStreamRowPitch, w + (row * p.k + c * kStreamChunkK) * 2,
-                        kStreamChunkK * 2, &full[slot], sp.evict_first, policy);
-            }
-            if (++slot == sp.stages) slot = 0, parity ^= 1;
-          }
-      }
-    }
-    return;
-  }
-
-  // The consumers.
-  const int group = warp / kMmaWarps, kw = warp % kMmaWarps;
-  pdl_wait();  // the previous kernel's writes (x of the first phase) are visible after this
-  int slot = 0;
-  uint32_t parity = 0;
-  for (int ph = 0; ph < sp.phases; ++ph) {
-    const DecodeParams& p = sp.phase[ph];
-    stream_begin_phase(sp, ph, xs, row_scale);
-    const int k = static_cast<int>(p.k);
-    const StreamShare share = stream_share(sp, ph, b, g);
-    const int chunks = k / kStreamChunkK;
-    for (int r0 = 0; r0 < share.count; r0 += kStreamGroups) {
-      const int m = min(kStreamGroups, share.count - r0);
-      if (group >= m) {  // no item of this round: skip its stages
-        const int skip = chunks * m;
-        slot += skip;
-        parity ^= (slot / sp.stages) & 1;
-        slot %= sp.stages;
-        continue;
-      }
-      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      // This group's stage of chunk c is the round's stage c · m + group.
-      int s = slot + group;
-      uint32_t par = parity ^ ((s / sp.stages) & 1);
-      s %= sp.stages;
-      for (int c = 0; c < chunks; ++c) {
-        mbar_wait(&full[s], par);
-        const uint8_t* stage = ring + s * kStreamStageBytes;
-#pragma unroll
-        for (int half = 0; half < (sp.diag == 1 ? 0 : kStreamChunkK / (kMmaStepK * kMmaWarps)); ++half) {
-          const int step = kw + half * kMmaWarps;  // of the chunk's steps
-          const int k0 = c * kStreamChunkK + step * kMmaStepK;
-#pragma unroll
-          for (int kk = 0; kk < kMmaStepK / 16; ++kk) {
-            uint32_t a[4];
-            ldmatrix_x4(a, stage + ((lane & 7) + ((lane >> 3) & 1) * 8) * kStreamRowPitch +
-                               (step * kMmaStepK + kk * 16 + (lane >> 4) * 8) * 2);
-            uint32_t b0, b1;
-            stream_x_fragment(xs, sp.x_pitch, k0 + kk * 16, lane, b0, b1);
-            mma_bf16_16x8x16(acc, a, b0, b1);
-          }
-        }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&empty[s]);
-        s += m;
-        if (s >= sp.stages) s -= sp.stages, par ^= 1;
-      }
-      stream_store_item(p, acc, red, group, kw, lane, share.first + (r0 + group) * g, row_scale);
-      slot += chunks * m;
-      parity ^= (slot / sp.stages) & 1;
-      slot %= sp.stages;
-    }
-    stream_end_phase(sp, ph);
-  }
-  stream_finish(sp);
-}
-
-// The layer stream with each consumer warp loading its own weights (StreamParams::loader 1;
-// HELIUM_CUDA_STREAM_LOADER=async): matmul_mma_kernel's per-warp rings of S stages (16 weight rows over one
-// kMmaStepK step, cp.async, one commit group per stage) run on across the phases — a warp issues the next
-// phase's first stages before the phase's wait — with x staged per phase as above and no producer warp.
-// The same items, steps and sums as the bulk-copy kernel.
 template <int S>
-__global__ void __launch_bounds__(kStreamConsumers, 1) matmul_stream_async_kernel(const __grid_constant__ StreamParams sp) {
+__global__ void __launch_bounds__(kStreamConsumers, 1) matmul_stream_kernel(const __grid_constant__ StreamParams sp) {
   extern __shared__ __align__(128) uint8_t stream_smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, b = blockIdx.x, g = gridDim.x;
   const int group = warp / kMmaWarps, kw = warp % kMmaWarps;
   uint8_t* ring = stream_smem + warp * S * kMmaWBytes;
-  uint8_t* xs = stream_smem + kStreamGroups * kMmaWarps * S * kMmaWBytes;
+  uint8_t* xs = stream_smem + kStreamWarps * S * kMmaWBytes;
   float* red = reinterpret_cast<float*>(xs + 2 * sp.x_pitch);
   float* row_scale = red + kStreamGroups * kMmaWarps * 4 * 32;
   const uint64_t policy = evict_first_policy();
@@ -1180,12 +1022,12 @@ __global__ void __launch_bounds__(kStreamConsumers, 1) matmul_stream_async_kerne
     while (c.ph < sp.phases && c.j >= c.count) {
       if (++c.ph == sp.phases) return;
       const StreamShare share = stream_share(sp, c.ph, b, g);
-      c = Cursor{c.ph, group, 0, share.count, share.first, static_cast<int>(sp.phase[c.ph].k / (kMmaStepK * kMmaWarps))};
+      c = Cursor{c.ph, group, 0, share.count, share.first, static_cast<int>(sp.phase[c.ph].k / kStreamStepsK)};
     }
   };
   auto start = [&] {
     const StreamShare share = stream_share(sp, 0, b, g);
-    Cursor c{0, group, 0, share.count, share.first, static_cast<int>(sp.phase[0].k / (kMmaStepK * kMmaWarps))};
+    Cursor c{0, group, 0, share.count, share.first, static_cast<int>(sp.phase[0].k / kStreamStepsK)};
     settle(c);
     return c;
   };
@@ -1221,7 +1063,7 @@ __global__ void __launch_bounds__(kStreamConsumers, 1) matmul_stream_async_kerne
     const DecodeParams& p = sp.phase[ph];
     stream_begin_phase(sp, ph, xs, row_scale);
     const StreamShare share = stream_share(sp, ph, b, g);
-    const int steps = static_cast<int>(p.k / (kMmaStepK * kMmaWarps));
+    const int steps = static_cast<int>(p.k / kStreamStepsK);
     for (int j = group; j < share.count; j += kStreamGroups) {
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int st = 0; st < steps; ++st) {
@@ -1233,7 +1075,7 @@ __global__ void __launch_bounds__(kStreamConsumers, 1) matmul_stream_async_kerne
         __syncwarp();
         const uint8_t* stage = ring + work_slot * kMmaWBytes;
         const int k0 = (st * kMmaWarps + kw) * kMmaStepK;
-        if (sp.diag != 1) {
+        if (sp.diag == 0) {
 #pragma unroll
           for (int kk = 0; kk < kMmaStepK / 16; ++kk) {
             uint32_t a[4];
@@ -1570,20 +1412,13 @@ MmaKernel pick_mma_kernel(int row_group, int stages) {
   return nullptr;
 }
 
-// Bytes of a layer-stream block's shared memory besides its ring: x's staged split (two rows of x_pitch), the
-// groups' sums, the row scale, the ring's barriers.
-size_t stream_fixed_smem(int x_pitch) {
-  return 2 * static_cast<size_t>(x_pitch) + kStreamGroups * kMmaWarps * 4 * 32 * 4 + 16 + 2 * kMaxStreamStages * 8;
-}
-constexpr int kMinStreamStages = kStreamGroups;  // a stage for each group at least
-// HELIUM_CUDA_STREAM_LOADER=bulk|async: the layer stream's loader (StreamParams::loader), for comparisons.
-int stream_loader() {
-  static const int loader = [] {
-    const char* v = std::getenv("HELIUM_CUDA_STREAM_LOADER");
-    return v != nullptr && std::string_view(v) == "async" ? 1 : 0;
-  }();
-  return loader;
-}
+// Bytes of a layer-stream block's shared memory besides its rings: x's staged split (two rows of x_pitch),
+// the groups' sums, the row scale.
+size_t stream_fixed_smem(int x_pitch) { return 2 * static_cast<size_t>(x_pitch) + kStreamWarps * 4 * 32 * 4 + 16; }
+constexpr size_t kStreamStageBytes = size_t{kStreamWarps} * kMmaWBytes;  // one stage of every warp's ring
+constexpr int kMinStreamStages = 4, kMaxStreamStages = 10;
+// The ring depth of the instance taken for `stages` that fit (flush_stream).
+constexpr int kernel_stages(int stages) { return stages >= 10 ? 10 : stages >= 8 ? 8 : stages >= 6 ? 6 : 4; }
 
 }  // namespace
 
@@ -1609,24 +1444,16 @@ void flush_stream(const Context& c) {
   q->max_k = 0;
   q->phases_sent += sp.phases;
   ++q->launches;
-  const size_t limit = smem_optin_limit(), fixed = stream_fixed_smem(sp.x_pitch);
-  void (*kernel)(StreamParams) = matmul_stream_kernel;
-  int threads = kStreamThreads;
-  size_t smem = 0;
-  sp.loader = stream_loader();
-  if (sp.loader == 1) {  // the deepest per-warp ring that fits
-    const size_t per_stage = size_t{kStreamGroups} * kMmaWarps * kMmaWBytes;
-    const int stages = static_cast<int>(std::min<size_t>(6, (limit - fixed) / per_stage));
-    HELIUM_CUDA_REQUIRE("matmul", stages >= 4);
-    kernel = stages == 6 ? matmul_stream_async_kernel<6> : stages == 5 ? matmul_stream_async_kernel<5>
-                                                                       : matmul_stream_async_kernel<4>;
-    threads = kStreamConsumers;
-    smem = fixed + stages * per_stage;
-  } else {
-    sp.stages = static_cast<int>(std::min<size_t>(kMaxStreamStages, (limit - fixed) / kStreamStageBytes));
-    HELIUM_CUDA_REQUIRE("matmul", sp.stages >= kMinStreamStages);  // checked when the phases were queued
-    smem = fixed + static_cast<size_t>(sp.stages) * kStreamStageBytes;
-  }
+  // The deepest rings that fit (matmul_mma_kernel's tuner prefers deep rings at one row).
+  const size_t fixed = stream_fixed_smem(sp.x_pitch);
+  const int stages = static_cast<int>(std::min<size_t>(kMaxStreamStages, (smem_optin_limit() - fixed) / kStreamStageBytes));
+  HELIUM_CUDA_REQUIRE("matmul", stages >= kMinStreamStages);  // checked when the phases were queued
+  const int depth = kernel_stages(stages);
+  void (*kernel)(StreamParams) = depth == 10  ? matmul_stream_kernel<10>
+                                 : depth == 8 ? matmul_stream_kernel<8>
+                                 : depth == 6 ? matmul_stream_kernel<6>
+                                              : matmul_stream_kernel<4>;
+  const size_t smem = fixed + depth * kStreamStageBytes;
   {
     static std::mutex mutex;
     static std::map<std::pair<int, void (*)(StreamParams)>, size_t> opted;  // per device and kernel
@@ -1640,23 +1467,23 @@ void flush_stream(const Context& c) {
     }
   }
   // Every block must be resident at once (they wait for each other): one per multiprocessor.
-  launch(c, kernel, static_cast<unsigned>(sm_count_of(c)), threads, smem, sp);
+  launch(c, kernel, static_cast<unsigned>(sm_count_of(c)), kStreamConsumers, smem, sp);
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 
 namespace {
 
 // Queues a one-row tensor-core launch on the layer stream when the context collects them and the phase
-// qualifies (k a multiple of the stage's chunk, x's split given or x to split as it is, x's staged split and
-// a minimal ring within the shared memory); false otherwise, having queued nothing.
+// qualifies (k a multiple of kStreamStepsK, x's split given or x to split as it is, x's staged split and
+// minimal rings within the shared memory); false otherwise, having queued nothing.
 bool stream_enqueue(const Context& c, DecodeParams p, const MatmulShape& shape, const __nv_bfloat16* presplit) {
   StreamQueue* q = c.stream_queue;
-  if (q == nullptr || !c.stream_enqueue || shape.rows != 1 || shape.k % kStreamChunkK != 0 || p.trace != nullptr)
+  if (q == nullptr || !c.stream_enqueue || shape.rows != 1 || shape.k % kStreamStepsK != 0 || p.trace != nullptr)
     return false;
   if (presplit == nullptr && (p.xform != kNone || !aligned_16(p.x))) return false;
   const int max_k = static_cast<int>(std::max<int64_t>(q->max_k, shape.k));
   if (shape.k > (int64_t{1} << 20) ||
-      stream_fixed_smem(2 * max_k + 16) + kMinStreamStages * size_t{kStreamStageBytes} > smem_optin_limit())
+      stream_fixed_smem(2 * max_k + 16) + kMinStreamStages * kStreamStageBytes > smem_optin_limit())
     return false;
   if (q->params.phases == kMaxStreamPhases) flush_stream(c);
   p.x_split = presplit;

@@ -868,7 +868,8 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_ATTN_FUSED", "fused", "all"},
                {"HELIUM_CUDA_ATTN_FUSED_TRIGGER", "early", "late"},
                {"HELIUM_CUDA_ATTN_FUSED_MERGE", "129", "0"},
-               {"HELIUM_CUDA_STREAM", "later", "off"}};
+               {"HELIUM_CUDA_STREAM", "later", "off"},
+               {"HELIUM_CUDA_STREAM_DIAG", "2", "1"}};
   for (const auto& c : cases) {
     ASSERT_EQ(setenv(c.name, c.bad, 1), 0);
     auto refused = CudaBackend::create(options);
