@@ -859,8 +859,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
 // seventeenth session): off by default.
 //
 // One block per multiprocessor, kStreamGroups groups of kMmaWarps warps; a block's items of a phase go to the
-// groups in turn (item j to group j % kStreamGroups; two groups with 10-stage rings were faster than four
-// with 5: a phase of two items a block, o_proj's and down's, then still keeps every warp streaming). Each warp streams its own steps through matmul_mma_kernel's kind of
+// groups in turn (item j to group j % kStreamGroups). Two groups with 10-stage rings (so that o_proj's and
+// down's two items a block keep every warp streaming) ran at 183.3 tok/s at 1K against 201.8-204.2 for four
+// groups with 5-stage rings: with eight warps the MMAs bound it (docs/benchmarks.md, seventeenth session). Each warp streams its own steps through matmul_mma_kernel's kind of
 // ring (S stages of 16 weight rows over one kMmaStepK step, cp.async, one commit group per stage), and issues
 // the next phase's first stages before that phase's wait: weights never wait for the activations. Before a
 // phase the warps wait for the previous phase's completion on the grid (a counter: each block adds one after
