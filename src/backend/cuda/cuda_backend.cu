@@ -241,7 +241,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(m.ctx.stream), "attention counters"));
   m.ctx.attention_counters = static_cast<int*>(counters);
   // The layer stream (cuda_ops.cuh, Context::stream_queue; sm_90, where it was measured): off unless
-  // HELIUM_CUDA_STREAM=on, not yet faster than the kernel-per-op step (docs/benchmarks.md, seventeenth session).
+  // HELIUM_CUDA_STREAM=on, not yet faster than the kernel-per-op step (docs/benchmarks.md, seventeenth and
+  // eighteenth sessions).
   bool layer_stream = false;
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_STREAM", "on", "off", layer_stream));
   if (layer_stream && prop.major >= 9) {
@@ -253,8 +254,15 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
     m.ctx.stream_queue = cuda::make_stream_queue();
   }
   long stream_diag = 0;
-  HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_STREAM_DIAG", "0 or 1", 0, 1, stream_diag));
+  HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_STREAM_DIAG", "0, 1 or 2", 0, 2, stream_diag));
   m.ctx.stream_diag = static_cast<int>(stream_diag);
+  // The layer stream's stage: 1024 of k (of 256 / 512 / 1024: 193.9 / 178.4 / 121.5 tok/s at 1K with the
+  // stream on; docs/benchmarks.md, eighteenth session).
+  long stage_k = 1024;
+  HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_STREAM_STAGE_K", "256, 512 or 1024", 256, 1024, stage_k));
+  if (stage_k != 256 && stage_k != 512 && stage_k != 1024)
+    return Status::error("HELIUM_CUDA_STREAM_STAGE_K must be 256, 512 or 1024, not '" + std::to_string(stage_k) + "'");
+  m.ctx.stream_reps = static_cast<int>(stage_k / 256);
   m.ctx.argmax_capacity = std::max(o.max_rows, kMaxDecodeRows);
   HELIUM_ASSIGN_OR_RETURN(void* keys, reserve(sizeof(unsigned long long) * m.ctx.argmax_capacity, "argmax keys"));
   m.ctx.argmax_keys = static_cast<unsigned long long*>(keys);

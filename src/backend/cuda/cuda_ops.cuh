@@ -160,8 +160,11 @@ struct Context {
   StreamQueue* stream_queue = nullptr;
   bool stream_enqueue = false;
   int* stream_counters = nullptr;
-  // Diagnostic only (HELIUM_CUDA_STREAM_DIAG=0|1, matmul.cu's StreamParams::diag): garbage results.
+  // Diagnostic only (HELIUM_CUDA_STREAM_DIAG=0|1|2, matmul.cu's StreamParams::diag; 1: garbage results,
+  // 2: a printed timeline).
   int stream_diag = 0;
+  // k of one stage of the layer stream's ring, in units of 256 (HELIUM_CUDA_STREAM_STAGE_K=256|512|1024).
+  int stream_reps = 1;
   // Prefill matmuls stage x once per fused op (norm or SwiGLU applied while rounding it for cuBLASLt, the
   // residual added in the GEMM's epilogue) unless HELIUM_CUDA_PREFILL_FUSED=off (matmul.cu, prefill_fused).
   bool prefill_fused = true;

@@ -34,6 +34,9 @@
 #include <type_traits>
 #include <utility>
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/elementwise.cuh"
@@ -683,6 +686,7 @@ __device__ __forceinline__ void mma_store_tile(const DecodeParams& p, int block,
 // calls it. The sums are read from the L2 (the layer stream writes them in the same launch).
 __device__ __forceinline__ float handoff_row_scale(const DecodeParams& p, int64_t r, int lane) {
   float sum = 0.0f;
+#pragma unroll 8  // the loads issued together (the sum stays in order)
   for (int64_t b = lane; b < p.sq_blocks; b += 32) sum = __fadd_rn(sum, __ldcg(p.row_sq + r * p.sq_blocks + b));
 #pragma unroll
   for (int o = 16; o >= 1; o >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, o));
@@ -852,43 +856,67 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
 // The layer stream: several one-row decode matmuls on the tensor-core order in one persistent launch
 // (Context::stream_queue; the matmuls of a decode step between two attentions: o_proj, gate/up, down, the
 // next layer's q/k/v). Each kernel-per-op boundary leaves the memory idle for a few microseconds while the
-// next kernel's blocks become resident, wait for the previous grid and stage x; here each warp's weight
-// stream runs on from one phase into the next, as the sixteenth session's probe did
+// next kernel's blocks become resident, wait for the previous grid and stage x; here the weight stream
+// runs on from one phase into the next, as the sixteenth session's probe did
 // (tools/gpu/probe/layer_stream_probe.cu: 0.96 of the copy bandwidth for a layer's four matmuls in one
-// launch, against 0.84-0.87 kernel per op). Not yet faster inside the engine's step (docs/benchmarks.md,
-// seventeenth session): off by default.
+// launch, against 0.84-0.87 kernel per op). sm_90 (tensor-memory-access copies and mbarriers).
 //
-// One block per multiprocessor, kStreamGroups groups of kMmaWarps warps; a block's items of a phase go to the
-// groups in turn (item j to group j % kStreamGroups). Two groups with 10-stage rings (so that o_proj's and
-// down's two items a block keep every warp streaming) ran at 183.3 tok/s at 1K against 201.8-204.2 for four
-// groups with 5-stage rings: with eight warps the MMAs bound it (docs/benchmarks.md, seventeenth session). Each warp streams its own steps through matmul_mma_kernel's kind of
-// ring (S stages of 16 weight rows over one kMmaStepK step, cp.async, one commit group per stage), and issues
-// the next phase's first stages before that phase's wait: weights never wait for the activations. Before a
-// phase the warps wait for the previous phase's completion on the grid (a counter: each block adds one after
-// its stores, release; thread 0 spins with acquire loads) and stage x's split for the phase in shared memory:
-// the previous phase's split (a norm handoff's, gate/up's activation split) or the split of x itself, which
+// One block per multiprocessor: a producer warp and kStreamGroups groups of kMmaWarps consumer warps. The
+// block's whole stream goes through ONE ring of kStreamStageBytes stages (the seventeenth session's
+// per-warp rings left the idle warps' share of the shared memory empty when a block had fewer items than
+// groups; o_proj and down give a block about two). A stage is one item's 16 weight rows over reps ·
+// kStreamStepsK of k (HELIUM_CUDA_STREAM_STAGE_K), landed by one 4D tensor-map copy (or one 3D copy per 64
+// of k where the driver refuses the 4D view) in the tensor-core kernel's layout: the 2 KB sub-tiles of
+// 64 k one after the other, rows of 128 bytes under the 128-byte swizzle, which is mma_swizzle. The
+// producer's lane 0 issues stages and never waits for the activations, only for a free slot (each slot
+// has a full and an empty mbarrier; every consumer warp passes every stage, so the parities never alias).
+//
+// Order of the stages: phase by phase. A phase's items are taken from a grid-wide counter as each block's
+// producer goes (a fixed share per block left the slower blocks 4-11 µs behind at each phase's end, where
+// every block waits for the last: docs/benchmarks.md, eighteenth session), one current item per group, the
+// groups' stages interleaved step by step; each stage says which phase, group, item and step it holds
+// (StageMeta), and a stage of a later phase tells the consumers that the block's part of the phase is done.
+// Before a phase the consumers
+// wait for the previous phase's completion on the grid (a counter: each block adds one after its stores,
+// release; thread 0 spins with acquire loads) and stage x's split for the phase in shared memory: the
+// previous phase's split (a norm handoff's, gate/up's activation split) or the split of x itself, which
 // each block makes with split_bf16 as split_x_kernel does (no transform; other transforms are not streamed).
 //
 // The arithmetic is matmul_mma_kernel's, output for output: warp kw of a group takes the steps kw, kw + 4,
 // ... of k in increasing order into its MMA accumulators, with the same ldmatrix A fragments and B columns
 // (x's hi and lo in columns 0 and 1, zeros in the others, as for a one-row group), the warps' sums in warp
 // order, then mma_store_tile. So a row decoded here is bitwise the row the kernel-per-op path (and so any
-// batch) computes: batch invariance holds across the two paths. Rows: one. Weights BF16, k a multiple of
-// kStreamStepsK.
-constexpr int kStreamGroups = 2;
-constexpr int kStreamWarps = kStreamGroups * kMmaWarps;
-constexpr int kStreamConsumers = kStreamWarps * 32;  // the block's threads
-constexpr int kStreamStepsK = kMmaStepK * kMmaWarps;  // k of one step of every warp of a group
+// batch) computes: batch invariance holds across the two paths; which block computes an item does not
+// matter. Rows: one. Weights BF16, k a multiple of reps · kStreamStepsK.
+constexpr int kStreamGroups = 4;
+constexpr int kStreamWarps = kStreamGroups * kMmaWarps;  // consumer warps
+constexpr int kStreamConsumers = kStreamWarps * 32;
+constexpr int kStreamThreads = kStreamConsumers + 32;  // and the producer warp
+constexpr int kStreamStepsK = kMmaStepK * kMmaWarps;   // k of one stage: one step of every warp of a group
+constexpr int kStreamStageBytes = kMmaWarps * kMmaWBytes;
 constexpr int kMaxStreamPhases = 8;
+constexpr int kMinStreamSlots = 8, kMaxStreamSlots = 24;
 
 struct StreamParams {
+  // Per phase, its weights' tensor map: dims {64, rows of a half, halves, k / 64} (pairs: the gate and the up
+  // half; otherwise one half of n rows), box {64, 8 or 16, 2 or 1, 4 · reps}; or, where copies[ph] is
+  // 4 · reps, the 3D view {k, rows, halves} with box {64, 8 or 16, 2 or 1}, one copy per 64 of k.
+  CUtensorMap map[kMaxStreamPhases];  // aligned by its type (64 bytes)
   DecodeParams phase[kMaxStreamPhases];  // x_split null: split phase.x (F32) in each block
+  int copies[kMaxStreamPhases];
   int phases;
+  int reps;       // k of a stage: reps · kStreamStepsK (every phase's k a multiple of it)
+  int slots;      // stages of the ring
   int x_pitch;    // bytes from the hi row to the lo row of the staged x (2 · max k + 16)
-  int* counters;  // kMaxStreamPhases + 1 ints, zero at launch; the last block to finish zeroes them again
+  // 2 · kMaxStreamPhases + 2 ints, zero at the first launch: the phases' completion counters and the blocks
+  // finished, the launches finished, the phases' next items (all but the launches zeroed again by the last
+  // block to finish).
+  int* counters;
   bool evict_first;  // weights under the L2 evict_first policy
-  // Diagnostic only (HELIUM_CUDA_STREAM_DIAG=1, Context::stream_diag; the results are garbage): the warps
-  // wait for each stage and multiply nothing (the stream alone).
+  // Diagnostic only (HELIUM_CUDA_STREAM_DIAG, Context::stream_diag). 1 (the results are garbage): the
+  // warps wait for each stage and multiply nothing (the stream alone). 2: a timeline of launches
+  // kStatsFirstLaunch.. (+4) printed by four blocks (phase boundaries, the producer's and a consumer's
+  // waits; stream_stats_print).
   int diag;
 };
 
@@ -897,37 +925,100 @@ __device__ __forceinline__ int load_acquire(const int* p) {
   asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kStreamConsumers) : "memory"); }
 __device__ __forceinline__ void group_sync(int group) {
   asm volatile("bar.sync %0, %1;" ::"r"(2 + group), "n"(kMmaWarps * 32) : "memory");
 }
 
-// Phase `phase`'s items of block b of g: items first, first + g, ... (the phases' items dealt round-robin
-// over the grid from where the previous phase stopped, so that no block carries the remainder every time).
-struct StreamShare {
-  int first, count;
-};
-__device__ __forceinline__ StreamShare stream_share(const StreamParams& sp, int phase, int b, int g) {
-  int offset = 0;
-  for (int i = 0; i < phase; ++i) offset += static_cast<int>(sp.phase[i].feature_blocks);
-  const int items = static_cast<int>(sp.phase[phase].feature_blocks);
-  const int first = ((b - offset) % g + g) % g;
-  return {first, first < items ? (items - first + g - 1) / g : 0};
+// mbarriers in shared memory (sm_90): init, the producer's arrive with the bytes to expect, the consumers'
+// arrive, and a wait for the completion of the phase of parity `parity` (the caller knows the barrier is in
+// that phase or past it: a parity names one of two phases).
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(count) : "memory");
+#endif
 }
-
-// The weight row of A-tile row r (0..15) of item `block` (matmul_mma_kernel's issue_weights).
-__device__ __forceinline__ int64_t stream_weight_row(const DecodeParams& p, int block, int r) {
-  if (p.act != nullptr) {
-    const int64_t position = min(int64_t{block} * (kMmaFeatures / 2) + (r & 7), p.half_n - 1);
-    return r < 8 ? position : p.half_n + position;
-  }
-  return min(int64_t{block} * kMmaFeatures + r, p.n - 1);
+__device__ __forceinline__ void mbar_expect(uint64_t* bar, int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(bar)) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(shared_address(bar)), "r"(parity)
+        : "memory");
+#endif
+}
+// The barriers' initialisation made visible to the tensor-memory copies.
+__device__ __forceinline__ void mbar_init_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void tma_prefetch(const CUtensorMap* map) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
+#endif
+}
+// Stage copies into shared memory through the tensor map, completing on `bar` (bytes counted).
+__device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, int c3,
+                                            uint64_t* bar, bool hinted, uint64_t policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (hinted)
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;" ::"r"(shared_address(dst)),
+        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(shared_address(bar)), "l"(policy)
+        : "memory");
+  else
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(shared_address(dst)),
+        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(shared_address(bar))
+        : "memory");
+#endif
+}
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar,
+                                            bool hinted, uint64_t policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (hinted)
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(shared_address(dst)),
+        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(bar)), "l"(policy)
+        : "memory");
+  else
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(shared_address(dst)),
+        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(bar))
+        : "memory");
+#endif
 }
 
 // The consumers' side of a phase boundary (all kStreamConsumers threads; thread 0 is the first consumer):
 // wait for the previous phase's completion on the grid, stage x's split (one row: hi, then lo) in shared
 // memory and a norm handoff's row scale.
-__device__ __forceinline__ void stream_begin_phase(const StreamParams& sp, int ph, uint8_t* xs, float* row_scale) {
+// passed: where thread 0 stamps the counter's release (the diagnostic timeline), or null.
+__device__ __forceinline__ void stream_begin_phase(const StreamParams& sp, int ph, uint8_t* xs, float* row_scale,
+                                                   uint64_t* passed) {
   const DecodeParams& p = sp.phase[ph];
   const int tid = threadIdx.x;
   if (ph > 0) {
@@ -936,6 +1027,7 @@ __device__ __forceinline__ void stream_begin_phase(const StreamParams& sp, int p
       }
     consumers_sync();
   }
+  if (passed != nullptr && tid == 0) *passed = global_ns();
   const int k = static_cast<int>(p.k);
   if (p.x_split != nullptr) {
     for (int i = tid * 8; i < k; i += kStreamConsumers * 8) {
@@ -968,13 +1060,35 @@ __device__ __forceinline__ void stream_end_phase(const StreamParams& sp, int ph)
     atomicAdd(&sp.counters[ph], 1);
   }
 }
-// The last block past every wait zeroes the counters for the next launch.
+// The last block past every wait zeroes the counters for the next launch (every producer has taken its last
+// item by then) and counts the launch (counters[kMaxStreamPhases + 1], for the diagnostic timeline).
 __device__ __forceinline__ void stream_finish(const StreamParams& sp) {
   if (threadIdx.x == 0) {
     __threadfence();
-    if (atomicAdd(&sp.counters[kMaxStreamPhases], 1) == static_cast<int>(gridDim.x) - 1)
+    if (atomicAdd(&sp.counters[kMaxStreamPhases], 1) == static_cast<int>(gridDim.x) - 1) {
       for (int i = 0; i <= kMaxStreamPhases; ++i) sp.counters[i] = 0;
+      for (int i = 0; i < kMaxStreamPhases; ++i) sp.counters[kMaxStreamPhases + 2 + i] = 0;
+      ++sp.counters[kMaxStreamPhases + 1];
+    }
   }
+}
+
+// The diagnostic timeline (StreamParams::diag 2): nanoseconds of the global timer.
+constexpr int kStatsFirstLaunch = 400;
+struct StreamStats {
+  uint64_t start, passed[kMaxStreamPhases], begun[kMaxStreamPhases], ended[kMaxStreamPhases];
+  uint64_t producer_wait, producer_done, consumer_wait;
+};
+// One line per block: its start (µs of the global timer modulo 10 s), then per phase (the first four) the
+// microseconds from the start to the grid counter's release, the consumption's start and end.
+__device__ __forceinline__ void stream_stats_print(const StreamParams& sp, const StreamStats& st, int launch) {
+  auto at = [&](uint64_t t) { return t > st.start ? (t - st.start) * 1e-3 : 0.0; };
+  printf("stream launch %d block %d start %.2f copies %d reps %d phases %d: [%.2f %.2f %.2f] [%.2f %.2f %.2f] "
+         "[%.2f %.2f %.2f] [%.2f %.2f %.2f] producer waited %.2f done %.2f consumer0 waited %.2f end %.2f\n",
+         launch, static_cast<int>(blockIdx.x), (st.start % 10000000000ull) * 1e-3, sp.copies[0], sp.reps, sp.phases,
+         at(st.passed[0]), at(st.begun[0]), at(st.ended[0]), at(st.passed[1]), at(st.begun[1]), at(st.ended[1]),
+         at(st.passed[2]), at(st.begun[2]), at(st.ended[2]), at(st.passed[3]), at(st.begun[3]), at(st.ended[3]),
+         st.producer_wait * 1e-3, at(st.producer_done), st.consumer_wait * 1e-3, at(global_ns()));
 }
 // The B fragment of x's split for k-step columns at k0 (+ kk · 16): columns 0 (hi) and 1 (lo) in lanes 0..7,
 // zeros elsewhere, as matmul_mma_kernel's ldmatrix of a one-row group gives.
@@ -1004,99 +1118,178 @@ __device__ __forceinline__ void stream_store_item(const DecodeParams& p, float (
   group_sync(group);
 }
 
-template <int S>
-__global__ void __launch_bounds__(kStreamConsumers, 1) matmul_stream_kernel(const __grid_constant__ StreamParams sp) {
-  extern __shared__ __align__(128) uint8_t stream_smem[];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, b = blockIdx.x, g = gridDim.x;
-  const int group = warp / kMmaWarps, kw = warp % kMmaWarps;
-  uint8_t* ring = stream_smem + warp * S * kMmaWBytes;
-  uint8_t* xs = stream_smem + kStreamWarps * S * kMmaWBytes;
+// Shared memory of a block: the ring (1024-aligned for the swizzle), x's staged split (two rows of x_pitch),
+// the groups' sums, the row scale, the slots' full and empty mbarriers and StageMeta, the timeline.
+__host__ __device__ constexpr size_t stream_smem_bytes(int slots, int reps, int x_pitch) {
+  return 1024 + static_cast<size_t>(slots) * reps * kStreamStageBytes + 2 * static_cast<size_t>(x_pitch) +
+         kStreamWarps * 4 * 32 * 4 + 16 + (2 * 8 + 16) * static_cast<size_t>(slots) + sizeof(StreamStats);
+}
+
+// What a stage holds (written by the producer before it arms the stage, read by every consumer warp): its
+// phase (sp.phases: the end of the block's stream), the group that multiplies it, the item and the step.
+struct StageMeta {
+  int phase, group, item, step;
+};
+
+__global__ void __launch_bounds__(kStreamThreads, 1) matmul_stream_kernel(const __grid_constant__ StreamParams sp) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // never launched before sm_90 (Context::stream_queue is made on sm_90 only); its copies are no-ops there
+#endif
+  extern __shared__ __align__(1024) uint8_t stream_smem[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, b = blockIdx.x;
+  const int slots = sp.slots, reps = sp.reps, stage_bytes = reps * kStreamStageBytes;
+  uint8_t* ring = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(stream_smem) + 1023) & ~uintptr_t{1023});
+  uint8_t* xs = ring + slots * stage_bytes;
   float* red = reinterpret_cast<float*>(xs + 2 * sp.x_pitch);
-  float* row_scale = red + kStreamGroups * kMmaWarps * 4 * 32;
-  const uint64_t policy = evict_first_policy();
-  // A warp's position in its stream: phase, the group's item (its index in the block's share of the phase)
-  // and the warp's step of the item (item step st is k step 4 · st + kw).
-  struct Cursor {
-    int ph, j, st, count, first, steps;
-  };
-  auto settle = [&](Cursor& c) {  // onto the next phase with an item for this group, if the current has none
-    while (c.ph < sp.phases && c.j >= c.count) {
-      if (++c.ph == sp.phases) return;
-      const StreamShare share = stream_share(sp, c.ph, b, g);
-      c = Cursor{c.ph, group, 0, share.count, share.first, static_cast<int>(sp.phase[c.ph].k / kStreamStepsK)};
+  float* row_scale = red + kStreamWarps * 4 * 32;
+  uint64_t* full = reinterpret_cast<uint64_t*>(row_scale + 4);
+  uint64_t* empty = full + slots;
+  StageMeta* meta = reinterpret_cast<StageMeta*>(empty + slots);
+  StreamStats* stats = reinterpret_cast<StreamStats*>(meta + slots);
+  const bool timed = sp.diag == 2;
+  int launch = 0;
+  if (threadIdx.x == 0) {
+    if (timed) {
+      launch = __ldcg(&sp.counters[kMaxStreamPhases + 1]);
+      *stats = StreamStats{};
+      stats->start = global_ns();
     }
-  };
-  auto start = [&] {
-    const StreamShare share = stream_share(sp, 0, b, g);
-    Cursor c{0, group, 0, share.count, share.first, static_cast<int>(sp.phase[0].k / kStreamStepsK)};
-    settle(c);
-    return c;
-  };
-  auto advance = [&](Cursor& c) {
-    if (++c.st == c.steps) {
-      c.st = 0;
-      c.j += kStreamGroups;
-      settle(c);
+    for (int s = 0; s < slots; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kStreamWarps);  // every consumer warp passes every stage
     }
-  };
-  auto issue = [&](const Cursor& c, int slot) {
-    if (c.ph >= sp.phases) return;
-    const DecodeParams& p = sp.phase[c.ph];
-    const int block = c.first + c.j * g;
-    const int64_t k0 = int64_t{c.st * kMmaWarps + kw} * kMmaStepK;
-    uint8_t* stage = ring + slot * kMmaWBytes;
-#pragma unroll
-    for (int i = 0; i < kMmaWBytes / 16 / 32; ++i) {
-      const int piece = i * 32 + lane, r = piece >> 3, ch = piece & 7;
-      copy_async_16(stage + mma_swizzle(r, ch),
-                    static_cast<const __nv_bfloat16*>(p.w) + stream_weight_row(p, block, r) * p.k + k0 + ch * 8, true,
-                    sp.evict_first, policy);
-    }
-  };
-  Cursor fill = start();
-  for (int u = 0; u < S - 1; ++u, advance(fill)) {
-    issue(fill, u);
-    copy_async_commit();
+    mbar_init_fence();
   }
+  __syncthreads();
+
+  if (warp == kStreamWarps) {  // the producer: lane 0 arms the stages, lanes < copies issue their copies
+    if (lane == 0)
+      for (int ph = 0; ph < sp.phases; ++ph) tma_prefetch(&sp.map[ph]);
+    const uint64_t policy = evict_first_policy();
+    uint32_t issued = 0;  // stages so far
+    // One stage into the next slot: wait until every consumer warp has passed the slot's previous stage,
+    // describe it, arm it with its bytes (none for the end marker) and copy.
+    auto put = [&](const StageMeta& m, int row) {
+      const int slot = static_cast<int>(issued % slots);
+      const uint32_t fill = issued / slots;
+      ++issued;
+      if (lane == 0) {
+        if (fill > 0) {
+          const uint64_t t = timed ? global_ns() : 0;
+          mbar_wait(&empty[slot], (fill - 1) & 1);
+          if (timed) stats->producer_wait += global_ns() - t;
+        }
+        meta[slot] = m;
+        if (m.phase < sp.phases) mbar_expect(&full[slot], stage_bytes);
+        else mbar_arrive(&full[slot]);
+      }
+      __syncwarp();
+      if (m.phase >= sp.phases) return;
+      uint8_t* stage = ring + slot * stage_bytes;
+      const int copies = sp.copies[m.phase];
+      const int kstep = m.step * reps * kMmaWarps;  // the stage's first 64-element piece of k
+      if (copies == 1) {
+        if (lane == 0)
+          tma_load_4d(stage, &sp.map[m.phase], 0, row, 0, kstep, &full[slot], sp.evict_first, policy);
+      } else if (lane < copies) {
+        tma_load_3d(stage + lane * kMmaWBytes, &sp.map[m.phase], (kstep + lane) * kMmaStepK, row, 0, &full[slot],
+                    sp.evict_first, policy);
+      }
+    };
+    for (int ph = 0; ph < sp.phases; ++ph) {
+      const DecodeParams& p = sp.phase[ph];
+      const int steps = static_cast<int>(p.k / (kStreamStepsK * reps));
+      const int items = static_cast<int>(p.feature_blocks);
+      const int per_item = p.act != nullptr ? kMmaFeatures / 2 : kMmaFeatures;  // rows of a half
+      int* next_item = &sp.counters[kMaxStreamPhases + 2 + ph];
+      // Items are taken from the phase's grid-wide counter as the block goes, at most ceil(items / grid) of
+      // them (without the cap the blocks whose producers ran ahead took every item of a phase of few large
+      // ones: down at 1K, 72-138 tok/s; eighteenth session), one current item per group, the groups' stages
+      // interleaved step by step. Each group's next item is taken when its current one starts.
+      const int cap = (items + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+      int taken = 0;
+      auto take = [&] { return taken < cap ? (++taken, atomicAdd(next_item, 1)) : items; };
+      int item[kStreamGroups], queued[kStreamGroups], step[kStreamGroups];
+      if (lane == 0)
+        for (int gr = 0; gr < kStreamGroups; ++gr) item[gr] = take();
+      for (int gr = 0; gr < kStreamGroups; ++gr) {
+        item[gr] = __shfl_sync(0xffffffffu, item[gr], 0);
+        queued[gr] = -1;
+        step[gr] = 0;
+      }
+      for (;;) {
+        bool any = false;
+#pragma unroll
+        for (int gr = 0; gr < kStreamGroups; ++gr) {
+          if (item[gr] >= items) continue;
+          any = true;
+          if (step[gr] == 0 && lane == 0) queued[gr] = take();
+          put(StageMeta{ph, gr, item[gr], step[gr]}, item[gr] * per_item);
+          if (++step[gr] == steps) {
+            item[gr] = __shfl_sync(0xffffffffu, queued[gr], 0);
+            step[gr] = 0;
+          }
+        }
+        if (!any) break;
+      }
+    }
+    if (timed && lane == 0) stats->producer_done = global_ns();
+    put(StageMeta{sp.phases, 0, 0, 0}, 0);  // the end of the block's stream
+    return;  // the copies complete on the full barriers the consumers wait for
+  }
+
+  const int group = warp / kMmaWarps, kw = warp % kMmaWarps;
   pdl_wait();  // the previous kernel's writes (x of the first phase) are visible after this
-  int issue_slot = S - 1, work_slot = 0;
-  for (int ph = 0; ph < sp.phases; ++ph) {
-    const DecodeParams& p = sp.phase[ph];
-    stream_begin_phase(sp, ph, xs, row_scale);
-    const StreamShare share = stream_share(sp, ph, b, g);
-    const int steps = static_cast<int>(p.k / kStreamStepsK);
-    for (int j = group; j < share.count; j += kStreamGroups) {
-      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      for (int st = 0; st < steps; ++st) {
-        issue(fill, issue_slot);
-        copy_async_commit();
-        advance(fill);
-        issue_slot = issue_slot + 1 == S ? 0 : issue_slot + 1;
-        copy_async_wait_group<S - 1>();
-        __syncwarp();
-        const uint8_t* stage = ring + work_slot * kMmaWBytes;
-        const int k0 = (st * kMmaWarps + kw) * kMmaStepK;
-        if (sp.diag == 0) {
+  int ph = 0;
+  stream_begin_phase(sp, 0, xs, row_scale, timed ? &stats->passed[0] : nullptr);
+  if (timed && threadIdx.x == 0) stats->begun[0] = global_ns();
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (uint32_t at = 0;; ++at) {
+    const int slot = static_cast<int>(at % slots);
+    const uint64_t t = timed ? global_ns() : 0;
+    mbar_wait(&full[slot], (at / slots) & 1);
+    if (timed && threadIdx.x == 0) stats->consumer_wait += global_ns() - t;
+    const StageMeta m = meta[slot];
+    while (ph < m.phase) {  // the block's part of phase ph is done (every group's last item stored)
+      if (timed && threadIdx.x == 0) stats->ended[ph] = global_ns();
+      stream_end_phase(sp, ph);
+      if (++ph == sp.phases) break;
+      stream_begin_phase(sp, ph, xs, row_scale, timed ? &stats->passed[ph] : nullptr);
+      if (timed && threadIdx.x == 0) stats->begun[ph] = global_ns();
+    }
+    if (ph == sp.phases) break;
+    if (m.group == group) {
+      if (sp.diag != 1) {
+        for (int j = 0; j < reps; ++j) {  // warp kw's k steps of the stage, in increasing order
+          const int kstep = (m.step * reps + j) * kMmaWarps + kw;
+          const uint8_t* sub = ring + slot * stage_bytes + (j * kMmaWarps + kw) * kMmaWBytes;
 #pragma unroll
           for (int kk = 0; kk < kMmaStepK / 16; ++kk) {
             uint32_t a[4];
-            ldmatrix_x4(a, stage + mma_swizzle((lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
+            ldmatrix_x4(a, sub + mma_swizzle((lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
             uint32_t b0, b1;
-            stream_x_fragment(xs, sp.x_pitch, k0 + kk * 16, lane, b0, b1);
+            stream_x_fragment(xs, sp.x_pitch, kstep * kMmaStepK + kk * 16, lane, b0, b1);
             mma_bf16_16x8x16(acc, a, b0, b1);
           }
         }
-        __syncwarp();  // the slot is refilled by this warp's next issue
-        work_slot = work_slot + 1 == S ? 0 : work_slot + 1;
       }
-      stream_store_item(p, acc, red, group, kw, lane, share.first + j * g, row_scale);
+      __syncwarp();  // every lane's reads of the slot are done
+      if (lane == 0) mbar_arrive(&empty[slot]);
+      const DecodeParams& p = sp.phase[ph];
+      if (m.step == static_cast<int>(p.k / (kStreamStepsK * reps)) - 1) {
+        stream_store_item(p, acc, red, group, kw, lane, m.item, row_scale);
+        acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+      }
+    } else {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[slot]);
     }
-    stream_end_phase(sp, ph);
   }
-  copy_async_wait_group<0>();  // only empty groups remain
+  if (timed && threadIdx.x == 0 && launch >= kStatsFirstLaunch && launch < kStatsFirstLaunch + 4 &&
+      (b == 0 || b == 1 || b == static_cast<int>(gridDim.x) / 2 || b == static_cast<int>(gridDim.x) - 1))
+    stream_stats_print(sp, *stats, launch);
   stream_finish(sp);
 }
-
 // ---------------------------------------------------------------------------------------------------
 // Prefill helpers.
 
@@ -1413,13 +1606,61 @@ MmaKernel pick_mma_kernel(int row_group, int stages) {
   return nullptr;
 }
 
-// Bytes of a layer-stream block's shared memory besides its rings: x's staged split (two rows of x_pitch),
-// the groups' sums, the row scale.
-size_t stream_fixed_smem(int x_pitch) { return 2 * static_cast<size_t>(x_pitch) + kStreamWarps * 4 * 32 * 4 + 16; }
-constexpr size_t kStreamStageBytes = size_t{kStreamWarps} * kMmaWBytes;  // one stage of every warp's ring
-constexpr int kMinStreamStages = 4, kMaxStreamStages = 10;
-// The ring depth of the instance taken for `stages` that fit (flush_stream).
-constexpr int kernel_stages(int stages) { return stages >= 10 ? 10 : stages >= 8 ? 8 : stages >= 6 ? 6 : 4; }
+// The slots of a layer-stream launch's ring of reps · kStreamStageBytes stages: as many as the shared memory
+// holds beside x's staged split, up to kMaxStreamSlots / reps (0 where fewer than kMinStreamSlots / reps, or
+// 3, fit).
+int stream_slots(int reps, int x_pitch) {
+  const size_t limit = smem_optin_limit();
+  const int least = std::max(3, kMinStreamSlots / reps);
+  int slots = kMaxStreamSlots / reps;
+  while (slots >= least && stream_smem_bytes(slots, reps, x_pitch) > limit) --slots;
+  return slots >= least ? slots : 0;
+}
+
+// The driver's tensor-map encoder, through the runtime (the backend links no libcuda); null if unavailable.
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return encode;
+}
+
+// A phase's weight map (StreamParams::map): w's rows as halves of `rows` rows (pairs: gate, then up; else one
+// half of n), each row k BF16. The 4D view with k's 64-element pieces as the outer dimension lands a whole
+// stage in one copy; if the driver refuses it (its strides do not grow), the 3D view with one copy per 64
+// of k. A stage: reps · kStreamStepsK of k. Returns the copies per stage, 0 when neither encodes.
+int encode_stream_map(CUtensorMap& map, const void* w, int64_t rows, int halves, int64_t k, int reps) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (encode == nullptr) return 0;
+  const cuuint32_t box_rows = static_cast<cuuint32_t>(kMmaFeatures / halves);
+  const cuuint64_t row_bytes = static_cast<cuuint64_t>(k) * 2, half_bytes = row_bytes * static_cast<cuuint64_t>(rows);
+  const cuuint32_t ones[4] = {1, 1, 1, 1};
+  {
+    const cuuint64_t dims[4] = {static_cast<cuuint64_t>(kMmaStepK), static_cast<cuuint64_t>(rows),
+                                static_cast<cuuint64_t>(halves), static_cast<cuuint64_t>(k / kMmaStepK)};
+    const cuuint64_t strides[3] = {row_bytes, half_bytes, static_cast<cuuint64_t>(kMmaStepK) * 2};
+    const cuuint32_t box[4] = {static_cast<cuuint32_t>(kMmaStepK), box_rows, static_cast<cuuint32_t>(halves),
+                               static_cast<cuuint32_t>(kMmaWarps * reps)};
+    if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(w), dims, strides, box, ones,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS)
+      return 1;
+  }
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows), static_cast<cuuint64_t>(halves)};
+  const cuuint64_t strides[2] = {row_bytes, half_bytes};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(kMmaStepK), box_rows, static_cast<cuuint32_t>(halves)};
+  if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(w), dims, strides, box, ones,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS)
+    return kMmaWarps * reps;
+  return 0;
+}
 
 }  // namespace
 
@@ -1427,11 +1668,17 @@ struct StreamQueue {
   StreamParams params{};
   int max_k = 0;
   int64_t phases_sent = 0, launches = 0;
+  // Encoded weight maps by (w, rows, halves, k, reps): an eager step queues the same matrices every time.
+  struct Encoded {
+    CUtensorMap map;
+    int copies;
+  };
+  std::map<std::tuple<const void*, int64_t, int, int64_t, int>, Encoded> maps;
 };
 
 StreamQueue* make_stream_queue() { return new StreamQueue(); }
 void free_stream_queue(StreamQueue* q) { delete q; }
-int stream_counter_count() { return kMaxStreamPhases + 1; }
+int stream_counter_count() { return 2 * kMaxStreamPhases + 2; }
 void stream_queue_counts(const StreamQueue* q, int64_t& phases, int64_t& launches) {
   phases = q != nullptr ? q->phases_sent : 0;
   launches = q != nullptr ? q->launches : 0;
@@ -1445,66 +1692,66 @@ void flush_stream(const Context& c) {
   q->max_k = 0;
   q->phases_sent += sp.phases;
   ++q->launches;
-  // The deepest rings that fit (matmul_mma_kernel's tuner prefers deep rings at one row).
-  const size_t fixed = stream_fixed_smem(sp.x_pitch);
-  const int stages = static_cast<int>(std::min<size_t>(kMaxStreamStages, (smem_optin_limit() - fixed) / kStreamStageBytes));
-  HELIUM_CUDA_REQUIRE("matmul", stages >= kMinStreamStages);  // checked when the phases were queued
-  const int depth = kernel_stages(stages);
-  void (*kernel)(StreamParams) = depth == 10  ? matmul_stream_kernel<10>
-                                 : depth == 8 ? matmul_stream_kernel<8>
-                                 : depth == 6 ? matmul_stream_kernel<6>
-                                              : matmul_stream_kernel<4>;
-  const size_t smem = fixed + depth * kStreamStageBytes;
+  sp.slots = stream_slots(sp.reps, sp.x_pitch);
+  HELIUM_CUDA_REQUIRE("matmul", sp.slots > 0);  // checked when the phases were queued
+  const size_t smem = stream_smem_bytes(sp.slots, sp.reps, sp.x_pitch);
   {
     static std::mutex mutex;
-    static std::map<std::pair<int, void (*)(StreamParams)>, size_t> opted;  // per device and kernel
+    static std::map<int, size_t> opted;  // per device
     int device = 0;
     HELIUM_CUDA_CHECK(cudaGetDevice(&device));
     const std::lock_guard<std::mutex> lock(mutex);
-    size_t& current = opted[{device, kernel}];
+    size_t& current = opted[device];
     if (smem > current) {
-      HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      HELIUM_CUDA_CHECK(cudaFuncSetAttribute(matmul_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem)));
       current = smem;
     }
   }
   // Every block must be resident at once (they wait for each other): one per multiprocessor.
-  launch(c, kernel, static_cast<unsigned>(sm_count_of(c)), kStreamConsumers, smem, sp);
+  launch(c, matmul_stream_kernel, static_cast<unsigned>(sm_count_of(c)), kStreamThreads, smem, sp);
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 
 namespace {
 
 // Queues a one-row tensor-core launch on the layer stream when the context collects them and the phase
-// qualifies (k a multiple of kStreamStepsK, x's split given or x to split as it is, x's staged split and
-// minimal rings within the shared memory); false otherwise, having queued nothing.
+// qualifies (BF16 weights 16-byte aligned, k a multiple of kStreamStepsK, x's split given or x to split as
+// it is, x's staged split and a minimal ring within the shared memory, its weight map encoded); false
+// otherwise, having queued nothing.
 bool stream_enqueue(const Context& c, DecodeParams p, const MatmulShape& shape, const __nv_bfloat16* presplit) {
   StreamQueue* q = c.stream_queue;
-  if (q == nullptr || !c.stream_enqueue || shape.rows != 1 || shape.k % kStreamStepsK != 0 || p.trace != nullptr)
+  const int reps = c.stream_reps;
+  if (q == nullptr || !c.stream_enqueue || shape.rows != 1 || shape.k % (kStreamStepsK * reps) != 0 ||
+      p.trace != nullptr || !aligned_16(p.w))
     return false;
   if (presplit == nullptr && (p.xform != kNone || !aligned_16(p.x))) return false;
-  const int max_k = static_cast<int>(std::max<int64_t>(q->max_k, shape.k));
-  if (shape.k > (int64_t{1} << 20) ||
-      stream_fixed_smem(2 * max_k + 16) + kMinStreamStages * kStreamStageBytes > smem_optin_limit())
-    return false;
-  if (q->params.phases == kMaxStreamPhases) flush_stream(c);
+  if (shape.k > (int64_t{1} << 20)) return false;
+  if (stream_slots(reps, 2 * static_cast<int>(shape.k) + 16) == 0) return false;
+  const bool pairs = p.act != nullptr;
+  const int halves = pairs ? 2 : 1;
+  const int64_t half_rows = pairs ? p.half_n : shape.n;
+  if (half_rows >= (int64_t{1} << 31)) return false;
+  auto [it, fresh] = q->maps.try_emplace({p.w, half_rows, halves, shape.k, reps});
+  if (fresh) it->second.copies = encode_stream_map(it->second.map, p.w, half_rows, halves, shape.k, reps);
+  if (it->second.copies == 0) return false;
+  if (q->params.phases == kMaxStreamPhases ||
+      stream_slots(reps, 2 * static_cast<int>(std::max<int64_t>(q->max_k, shape.k)) + 16) == 0)
+    flush_stream(c);
   p.x_split = presplit;
   p.row_groups = 1;
-  const bool pairs = p.act != nullptr;
-  p.feature_blocks = ((pairs ? p.half_n : shape.n) + (pairs ? kMmaFeatures / 2 : kMmaFeatures) - 1) /
-                     (pairs ? kMmaFeatures / 2 : kMmaFeatures);
+  p.feature_blocks = (half_rows + kMmaFeatures / halves - 1) / (kMmaFeatures / halves);
   StreamParams& sp = q->params;
-  int64_t items = p.feature_blocks;
-  for (int i = 0; i < sp.phases; ++i) items += sp.phase[i].feature_blocks;
-  if (items >= (int64_t{1} << 30)) {  // 32-bit item arithmetic in the kernel
-    flush_stream(c);
-    if (p.feature_blocks >= (int64_t{1} << 30)) return false;
-  }
+  if (p.feature_blocks >= (int64_t{1} << 30)) return false;  // 32-bit item arithmetic in the kernel
+  sp.map[sp.phases] = it->second.map;
+  sp.copies[sp.phases] = it->second.copies;
   sp.phase[sp.phases++] = p;
   q->max_k = static_cast<int>(std::max<int64_t>(q->max_k, shape.k));
   sp.x_pitch = 2 * q->max_k + 16;
   sp.counters = c.stream_counters;
   sp.evict_first = c.stream_evict_first;
   sp.diag = c.stream_diag;
+  sp.reps = reps;
   return true;
 }
 

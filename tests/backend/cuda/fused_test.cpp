@@ -45,6 +45,20 @@ std::vector<uint8_t> encode(const std::vector<float>& values, DType dtype) {
   return bytes;
 }
 
+// A device tensor of backend `b` holding `values` as `dtype`, its buffer kept alive in `keep`.
+Tensor upload_to(Backend& b, std::vector<std::shared_ptr<DeviceBuffer>>& keep, const std::vector<float>& values,
+                 DType dtype, std::initializer_list<int64_t> shape) {
+  Tensor t(nullptr, dtype, shape);
+  auto buffer = b.allocate(t.bytes());
+  EXPECT_TRUE(buffer.is_ok());
+  t.data = (*buffer)->data();
+  keep.push_back(*buffer);
+  std::vector<uint8_t> bytes = encode(values, dtype);
+  bytes.resize(t.bytes());  // zeros of a wider dtype (I64, F64): the rest of their bytes zero
+  b.copy_to_device(t, bytes.data());
+  return t;
+}
+
 class CudaFusedTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -60,15 +74,7 @@ class CudaFusedTest : public ::testing::Test {
 
   // A device tensor holding `values` as `dtype` (kept alive by the fixture).
   Tensor upload(const std::vector<float>& values, DType dtype, std::initializer_list<int64_t> shape) {
-    Tensor t(nullptr, dtype, shape);
-    auto buffer = backend_->allocate(t.bytes());
-    EXPECT_TRUE(buffer.is_ok());
-    t.data = (*buffer)->data();
-    buffers_.push_back(*buffer);
-    std::vector<uint8_t> bytes = encode(values, dtype);
-    bytes.resize(t.bytes());  // zeros of a wider dtype (I64, F64): the rest of their bytes zero
-    backend_->copy_to_device(t, bytes.data());
-    return t;
+    return upload_to(*backend_, buffers_, values, dtype, shape);
   }
   Tensor zeros(std::initializer_list<int64_t> shape, DType dtype = DType::F32) {
     Tensor t(nullptr, dtype, shape);
@@ -301,15 +307,7 @@ TEST(CudaLayerStreamTest, LayerStreamIsTheKernelPerOpSequence) {
     Tensor w_o, w_gu, w_down, w_qkv, w_head, qkv_bias, post, next, final_norm;
     Tensor attn, x, xn, gate, up, q, k, v, logits;
     Tensor put(const std::vector<float>& values, DType dtype, std::initializer_list<int64_t> shape) {
-      Tensor t(nullptr, dtype, shape);
-      auto buffer = b->allocate(t.bytes());
-      EXPECT_TRUE(buffer.is_ok());
-      t.data = (*buffer)->data();
-      keep.push_back(*buffer);
-      std::vector<uint8_t> bytes = encode(values, dtype);
-      bytes.resize(t.bytes());
-      b->copy_to_device(t, bytes.data());
-      return t;
+      return upload_to(*b, keep, values, dtype, shape);
     }
   };
   auto make = [&](bool stream) {
@@ -869,7 +867,8 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_ATTN_FUSED_TRIGGER", "early", "late"},
                {"HELIUM_CUDA_ATTN_FUSED_MERGE", "129", "0"},
                {"HELIUM_CUDA_STREAM", "later", "off"},
-               {"HELIUM_CUDA_STREAM_DIAG", "2", "1"}};
+               {"HELIUM_CUDA_STREAM_DIAG", "3", "2"},
+               {"HELIUM_CUDA_STREAM_STAGE_K", "768", "1024"}};
   for (const auto& c : cases) {
     ASSERT_EQ(setenv(c.name, c.bad, 1), 0);
     auto refused = CudaBackend::create(options);
