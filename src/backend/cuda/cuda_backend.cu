@@ -1,7 +1,6 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -209,11 +208,30 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_ASSIGN_OR_RETURN(m.ctx.lt_workspace, reserve(o.cublas_workspace_bytes, "cuBLASLt workspace"));
   m.ctx.lt_workspace_bytes = o.cublas_workspace_bytes;
   if (const char* parts = std::getenv("HELIUM_CUDA_ATTN_PARTITIONS"); parts != nullptr && *parts) {
+    // Two or three comma-separated integers and nothing else (a trailing character refuses the value).
+    long ends[3] = {0, 0, 0};
+    int n = 0;
+    bool whole = true;
+    for (const char* at = parts;; ++at) {
+      char* end = nullptr;
+      const long v = std::strtol(at, &end, 10);
+      if (end == at || n == 3 || v < 0 || v > (1L << 30)) {
+        whole = false;
+        break;
+      }
+      ends[n++] = v;
+      at = end;
+      if (*at == '\0') break;
+      if (*at != ',') {
+        whole = false;
+        break;
+      }
+    }
     cuda::PartitionTiers t;
-    char tail = 0;
-    const int n = std::sscanf(parts, "%d,%d,%d%c", &t.small_end, &t.medium_end, &t.large_end, &tail);
-    if (n == 2) t.large_end = std::max(t.medium_end, cuda::PartitionTiers{}.large_end);
-    if ((n != 2 && n != 3) || t.small_end < 0 || t.medium_end < t.small_end || t.large_end < t.medium_end)
+    t.small_end = static_cast<int>(ends[0]);
+    t.medium_end = static_cast<int>(ends[1]);
+    t.large_end = n == 3 ? static_cast<int>(ends[2]) : std::max(t.medium_end, cuda::PartitionTiers{}.large_end);
+    if (!whole || (n != 2 && n != 3) || t.small_end < 0 || t.medium_end < t.small_end || t.large_end < t.medium_end)
       return Status::error("HELIUM_CUDA_ATTN_PARTITIONS must be 'small_end,medium_end[,large_end]' (keys, 0 <= small "
                            "<= medium <= large), not '" + std::string(parts) + "'");
     m.ctx.attention_tiers = t;

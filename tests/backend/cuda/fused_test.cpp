@@ -852,6 +852,8 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_KV_POLICY", "last", "first"},
                {"HELIUM_CUDA_ATTN_PARTITIONS", "64", "0,0"},
                {"HELIUM_CUDA_ATTN_PARTITIONS", "0,8,4", "0,8,16"},
+               {"HELIUM_CUDA_ATTN_PARTITIONS", "64,128x", "64,128"},
+               {"HELIUM_CUDA_ATTN_PARTITIONS", "64,128,512,9", "64,128,512"},
                {"HELIUM_CUDA_ATTN_RING", "deep", "wide"},
                {"HELIUM_CUDA_ATTN_SMEM_PAD_KB", "65", "8"},
                {"HELIUM_CUDA_ATTN_SPREAD", "wide", "off"},
