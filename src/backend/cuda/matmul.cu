@@ -872,13 +872,13 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
 // has a full and an empty mbarrier; every consumer warp passes every stage, so the parities never alias).
 //
 // Order of the stages: phase by phase. A phase's items are taken from a grid-wide counter as each block's
-// producer goes (a fixed share per block left the slower blocks 4-11 µs behind at each phase's end, where
-// every block waits for the last: docs/benchmarks.md, eighteenth session), one current item per group, the
-// groups' stages interleaved step by step; each stage says which phase, group, item and step it holds
-// (StageMeta), and a stage of a later phase tells the consumers that the block's part of the phase is done.
-// Before a phase the consumers
-// wait for the previous phase's completion on the grid (a counter: each block adds one after its stores,
-// release; thread 0 spins with acquire loads) and stage x's split for the phase in shared memory: the
+// producer goes, at most ceil(items / grid) per block (meant for the blocks that finished a phase 4-11 µs
+// apart with fixed shares; it measured no faster than them: docs/benchmarks.md, eighteenth session), one
+// current item per group, the groups' stages interleaved step by step; each stage says which phase, group,
+// item and step it holds (StageMeta), and a stage of a later phase tells the consumers that the block's
+// part of the phase is done. Before a phase the consumers wait for the previous phase's completion on the
+// grid (a counter: each block adds one after its stores, release; thread 0 spins with acquire loads) and
+// stage x's split for the phase in shared memory: the
 // previous phase's split (a norm handoff's, gate/up's activation split) or the split of x itself, which
 // each block makes with split_bf16 as split_x_kernel does (no transform; other transforms are not streamed).
 //
@@ -1147,6 +1147,8 @@ __global__ void __launch_bounds__(kStreamThreads, 1) matmul_stream_kernel(const 
   StageMeta* meta = reinterpret_cast<StageMeta*>(empty + slots);
   StreamStats* stats = reinterpret_cast<StreamStats*>(meta + slots);
   const bool timed = sp.diag == 2;
+  // The stages of an item of phase `phase`.
+  auto steps_of = [&](int phase) { return static_cast<int>(sp.phase[phase].k / (kStreamStepsK * reps)); };
   int launch = 0;
   if (threadIdx.x == 0) {
     if (timed) {
@@ -1198,7 +1200,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1) matmul_stream_kernel(const 
     };
     for (int ph = 0; ph < sp.phases; ++ph) {
       const DecodeParams& p = sp.phase[ph];
-      const int steps = static_cast<int>(p.k / (kStreamStepsK * reps));
+      const int steps = steps_of(ph);
       const int items = static_cast<int>(p.feature_blocks);
       const int per_item = p.act != nullptr ? kMmaFeatures / 2 : kMmaFeatures;  // rows of a half
       int* next_item = &sp.counters[kMaxStreamPhases + 2 + ph];
@@ -1243,6 +1245,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1) matmul_stream_kernel(const 
   int ph = 0;
   stream_begin_phase(sp, 0, xs, row_scale, timed ? &stats->passed[0] : nullptr);
   if (timed && threadIdx.x == 0) stats->begun[0] = global_ns();
+  int steps = steps_of(0);  // stages of an item of phase ph
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (uint32_t at = 0;; ++at) {
     const int slot = static_cast<int>(at % slots);
@@ -1256,33 +1259,29 @@ __global__ void __launch_bounds__(kStreamThreads, 1) matmul_stream_kernel(const 
       if (++ph == sp.phases) break;
       stream_begin_phase(sp, ph, xs, row_scale, timed ? &stats->passed[ph] : nullptr);
       if (timed && threadIdx.x == 0) stats->begun[ph] = global_ns();
+      steps = steps_of(ph);
     }
     if (ph == sp.phases) break;
-    if (m.group == group) {
-      if (sp.diag != 1) {
-        for (int j = 0; j < reps; ++j) {  // warp kw's k steps of the stage, in increasing order
-          const int kstep = (m.step * reps + j) * kMmaWarps + kw;
-          const uint8_t* sub = ring + slot * stage_bytes + (j * kMmaWarps + kw) * kMmaWBytes;
+    const bool mine = m.group == group;
+    if (mine && sp.diag != 1) {
+      for (int j = 0; j < reps; ++j) {  // warp kw's k steps of the stage, in increasing order
+        const int kstep = (m.step * reps + j) * kMmaWarps + kw;
+        const uint8_t* sub = ring + slot * stage_bytes + (j * kMmaWarps + kw) * kMmaWBytes;
 #pragma unroll
-          for (int kk = 0; kk < kMmaStepK / 16; ++kk) {
-            uint32_t a[4];
-            ldmatrix_x4(a, sub + mma_swizzle((lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
-            uint32_t b0, b1;
-            stream_x_fragment(xs, sp.x_pitch, kstep * kMmaStepK + kk * 16, lane, b0, b1);
-            mma_bf16_16x8x16(acc, a, b0, b1);
-          }
+        for (int kk = 0; kk < kMmaStepK / 16; ++kk) {
+          uint32_t a[4];
+          ldmatrix_x4(a, sub + mma_swizzle((lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
+          uint32_t b0, b1;
+          stream_x_fragment(xs, sp.x_pitch, kstep * kMmaStepK + kk * 16, lane, b0, b1);
+          mma_bf16_16x8x16(acc, a, b0, b1);
         }
       }
-      __syncwarp();  // every lane's reads of the slot are done
-      if (lane == 0) mbar_arrive(&empty[slot]);
-      const DecodeParams& p = sp.phase[ph];
-      if (m.step == static_cast<int>(p.k / (kStreamStepsK * reps)) - 1) {
-        stream_store_item(p, acc, red, group, kw, lane, m.item, row_scale);
-        acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
-      }
-    } else {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[slot]);
+    }
+    __syncwarp();  // every lane's reads of the slot are done
+    if (lane == 0) mbar_arrive(&empty[slot]);
+    if (mine && m.step == steps - 1) {
+      stream_store_item(sp.phase[ph], acc, red, group, kw, lane, m.item, row_scale);
+      acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
     }
   }
   if (timed && threadIdx.x == 0 && launch >= kStatsFirstLaunch && launch < kStatsFirstLaunch + 4 &&
