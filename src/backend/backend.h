@@ -223,6 +223,16 @@ class Backend {
                                       float eps, const Tensor& positions, const Tensor& inv_freq, const RopeParams& rope,
                                       Tensor k_cache, Tensor v_cache, const AttentionShape& shape,
                                       const AttentionLayout& layout, Tensor out);
+  //   rms_norm_qkv_attention: a transformer layer's attention from its input x, q/k/v stacked in w_qkv:
+  //     rms_norm_matmul_split(x, norm_w, eps, false, xn_scratch, w_qkv, qkv_bias, {q, k, v}), then
+  //     qk_norm_rope_attention(q, k, v, q_norm, k_norm, eps, positions, inv_freq, rope, k_cache, v_cache,
+  //     shape, layout, out) (one eps for both norms). The same bits as the two ops, and the same rounding
+  //     as rms_norm_matmul_split after a prepare_norm hint.
+  virtual void rms_norm_qkv_attention(const Tensor& x, const Tensor& norm_w, float eps, Tensor xn_scratch,
+                                      const Tensor& w_qkv, const Tensor& qkv_bias, Tensor q, Tensor k, Tensor v,
+                                      const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,
+                                      const Tensor& inv_freq, const RopeParams& rope, Tensor k_cache, Tensor v_cache,
+                                      const AttentionShape& shape, const AttentionLayout& layout, Tensor out);
   // Whether matmul_split() over stacked weights beats separate matmuls here (the model then stacks its
   // q/k/v and gate/up weights at load); a CPU keeps the mmapped weights as they are.
   virtual bool prefers_stacked_projections() const { return false; }

@@ -83,6 +83,16 @@ void Backend::qk_norm_rope_attention(Tensor q, Tensor k, const Tensor& v, const 
   attention(q, k_cache, v_cache, shape, layout, out);
 }
 
+void Backend::rms_norm_qkv_attention(const Tensor& x, const Tensor& norm_w, float eps, Tensor xn_scratch,
+                                     const Tensor& w_qkv, const Tensor& qkv_bias, Tensor q, Tensor k, Tensor v,
+                                     const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,
+                                     const Tensor& inv_freq, const RopeParams& rope, Tensor k_cache, Tensor v_cache,
+                                     const AttentionShape& shape, const AttentionLayout& layout, Tensor out) {
+  const Tensor qkv[] = {q, k, v};
+  rms_norm_matmul_split(x, norm_w, eps, false, xn_scratch, w_qkv, qkv_bias, qkv);
+  qk_norm_rope_attention(q, k, v, q_norm, k_norm, eps, positions, inv_freq, rope, k_cache, v_cache, shape, layout, out);
+}
+
 void Backend::select_candidates(const Tensor& logits, const Tensor& temperatures, const Tensor& top_k, Tensor x,
                                 Tensor ids, Tensor count, Tensor valid, Tensor totals) {
   const int64_t rows = logits.rank == 0 ? 0 : logits.numel() / logits.shape[logits.rank - 1];

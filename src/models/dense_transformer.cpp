@@ -269,24 +269,25 @@ void DenseTransformer::attention_block(const DenseLayerWeights& w, const LayerKv
   const DenseConfig& c = config_;
   Tensor x = rows_of(x_, rows), xn = rows_of(xn_, rows);
   Tensor q = rows_of(q_, rows), k = rows_of(k_, rows), v = rows_of(v_, rows);
+  // Per-head q/k norms (Qwen3), rotary embedding, K/V into the cache, and attention: one fused op
+  // (layout.write_slots are the rows' K/V slots), with the q/k/v projection too where it is stacked.
+  RopeParams rope{c.head_dim, c.rope.rot_dim, c.rope.attention_scaling};
+  AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  Tensor attn_out = rows_of(attn_out_, rows);
+  const Tensor q_norm = c.qk_norm ? w.q_norm : Tensor(), k_norm = c.qk_norm ? w.k_norm : Tensor();
   if (w.qkv_proj.rank != 0) {
-    const Tensor qkv[] = {q, k, v};
-    backend_.rms_norm_matmul_split(x, w.input_norm, c.rms_norm_eps, false, xn, w.qkv_proj, w.qkv_bias, qkv);
+    backend_.prefetch(w.o_proj);  // for the op after attention (Backend::prefetch)
+    backend_.rms_norm_qkv_attention(x, w.input_norm, c.rms_norm_eps, xn, w.qkv_proj, w.qkv_bias, q, k, v, q_norm, k_norm,
+                                    vector_of(positions_, rows), inv_freq_, rope, kv.k, kv.v, shape, layout, attn_out);
   } else {
     backend_.rms_norm(x, w.input_norm, c.rms_norm_eps, false, xn);
     backend_.matmul(xn, w.q_proj, w.q_bias, q);
     backend_.matmul(xn, w.k_proj, w.k_bias, k);
     backend_.matmul(xn, w.v_proj, w.v_bias, v);
+    backend_.prefetch(w.o_proj);
+    backend_.qk_norm_rope_attention(q, k, v, q_norm, k_norm, c.rms_norm_eps, vector_of(positions_, rows), inv_freq_, rope,
+                                    kv.k, kv.v, shape, layout, attn_out);
   }
-  // Per-head q/k norms (Qwen3), rotary embedding, K/V into the cache, and attention: one fused op
-  // (layout.write_slots are the rows' K/V slots).
-  RopeParams rope{c.head_dim, c.rope.rot_dim, c.rope.attention_scaling};
-  AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
-  Tensor attn_out = rows_of(attn_out_, rows);
-  backend_.prefetch(w.o_proj);  // for the op after attention (Backend::prefetch)
-  backend_.qk_norm_rope_attention(q, k, v, c.qk_norm ? w.q_norm : Tensor(), c.qk_norm ? w.k_norm : Tensor(),
-                                  c.rms_norm_eps, vector_of(positions_, rows), inv_freq_, rope, kv.k, kv.v, shape, layout,
-                                  attn_out);
   if (w.gate_up_proj.rank != 0) backend_.prepare_norm(x, w.post_attention_norm, false);  // for swiglu_mlp_add
   backend_.matmul_add(attn_out, w.o_proj, w.o_bias, xn, x);
 }

@@ -165,6 +165,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MATMUL_TRIGGER", "start", "end", impl->ctx.matmul_early_trigger));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_EARLY", "on", "off", impl->ctx.attention_early_kv));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_NORM_HANDOFF", "on", "off", impl->ctx.norm_handoff));
+  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_QKV_PROLOGUE", "on", "off", impl->ctx.qkv_prologue));
   if (const char* f = std::getenv("HELIUM_CUDA_ATTN_FUSED"); f != nullptr && *f) {
     const std::string_view v(f);
     if (v != "on" && v != "all" && v != "off")
@@ -258,6 +259,13 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
       cudaMemsetAsync(counters, 0, sizeof(int) * m.ctx.attention_counter_count, m.ctx.stream), "attention counters"));
   HELIUM_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(m.ctx.stream), "attention counters"));
   m.ctx.attention_counters = static_cast<int*>(counters);
+  // The q/k/v projection's per-head counters (rms_norm_qkv_prologue), zero between its launches.
+  m.ctx.prologue_count_capacity = 3 * o.max_heads;
+  HELIUM_ASSIGN_OR_RETURN(void* heads, reserve(sizeof(int) * m.ctx.prologue_count_capacity, "prologue counters"));
+  HELIUM_RETURN_IF_ERROR(cuda_status(
+      cudaMemsetAsync(heads, 0, sizeof(int) * m.ctx.prologue_count_capacity, m.ctx.stream), "prologue counters"));
+  HELIUM_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(m.ctx.stream), "prologue counters"));
+  m.ctx.prologue_counts = static_cast<int*>(heads);
   // The layer stream (cuda_ops.cuh, Context::stream_queue; sm_90, where it was measured): off unless
   // HELIUM_CUDA_STREAM=on, not yet faster than the kernel-per-op step (docs/benchmarks.md, seventeenth and
   // eighteenth sessions).
@@ -419,6 +427,8 @@ CudaBackend::StreamCounts CudaBackend::layer_stream_counts() const {
   return counts;
 }
 
+int64_t CudaBackend::qkv_prologue_count() const { return impl_->qkv_prologues; }
+
 void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
   impl_->forget_hints();
   cuda::embedding(impl_->ctx, table, ids, out);
@@ -520,6 +530,43 @@ void CudaBackend::qk_norm_rope_attention(Tensor q, Tensor k, const Tensor& v, co
                                     v_cache, shape, layout, out, during))
     return;
   if (!(impl_->ctx.omit & cuda::kOmitPrologue))
+    cuda::qk_norm_rope_kv_write(impl_->ctx, q, k, v, q_norm, k_norm, eps, shape.n_heads, shape.n_kv_heads, positions,
+                                inv_freq, rope, layout.write_slots, k_cache, v_cache);
+  cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out, during);
+}
+// Decode rows (1-4): the q/k/v projection does the prologue in its stores (cuda::rms_norm_qkv_prologue), then
+// attention; otherwise the two ops. The same bits either way.
+void CudaBackend::rms_norm_qkv_attention(const Tensor& x, const Tensor& norm_w, float eps, Tensor xn_scratch,
+                                         const Tensor& w_qkv, const Tensor& qkv_bias, Tensor q, Tensor k, Tensor v,
+                                         const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,
+                                         const Tensor& inv_freq, const RopeParams& rope, Tensor k_cache, Tensor v_cache,
+                                         const AttentionShape& shape, const AttentionLayout& layout, Tensor out) {
+  const bool fused_attention = impl_->ctx.attention_fused != cuda::Context::kFusedOff;  // it does the prologue
+  if (fused_attention || (impl_->ctx.omit & (cuda::kOmitQkv | cuda::kOmitPrologue))) {
+    const Impl::PendingPrefetch prefetch = impl_->pending_prefetch;  // for the attention, past the projection
+    const Tensor qkv[] = {q, k, v};
+    rms_norm_matmul_split(x, norm_w, eps, false, xn_scratch, w_qkv, qkv_bias, qkv);
+    impl_->pending_prefetch = prefetch;
+    qk_norm_rope_attention(q, k, v, q_norm, k_norm, eps, positions, inv_freq, rope, k_cache, v_cache, shape, layout, out);
+    return;
+  }
+  cuda::NormHandoff handoff;
+  const cuda::NormHandoff* pre = impl_->take_ready(x, norm_w, false, handoff);
+  const cuda::L2Prefetch during = impl_->take_prefetch(impl_->ctx.prefetch_attention_bytes);
+  impl_->forget_hints();
+  bool done;
+  {
+    const Impl::Enqueue enqueue(impl_->ctx);
+    done = cuda::rms_norm_qkv_prologue(impl_->ctx, x, norm_w, eps, w_qkv, qkv_bias, q, k, v, q_norm, k_norm,
+                                       shape.n_heads, shape.n_kv_heads, positions, inv_freq, rope, layout.write_slots,
+                                       k_cache, v_cache, pre);
+    if (!done) {
+      const Tensor qkv[] = {q, k, v};
+      cuda::rms_norm_matmul_split(impl_->ctx, x, norm_w, eps, false, xn_scratch, w_qkv, qkv_bias, qkv, pre);
+    }
+  }
+  if (done) ++impl_->qkv_prologues;
+  else
     cuda::qk_norm_rope_kv_write(impl_->ctx, q, k, v, q_norm, k_norm, eps, shape.n_heads, shape.n_kv_heads, positions,
                                 inv_freq, rope, layout.write_slots, k_cache, v_cache);
   cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out, during);

@@ -78,6 +78,9 @@ class CudaBackend final : public Backend {
     int64_t phases = 0, launches = 0;
   };
   StreamCounts layer_stream_counts() const;
+  // Decode steps' q/k/v projections that did the attention prologue in their stores so far
+  // (rms_norm_qkv_attention; cuda_ops.cuh, rms_norm_qkv_prologue): for tests.
+  int64_t qkv_prologue_count() const;
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) override;
@@ -100,6 +103,11 @@ class CudaBackend final : public Backend {
                               const Tensor& positions, const Tensor& inv_freq, const RopeParams& rope, Tensor k_cache,
                               Tensor v_cache, const AttentionShape& shape, const AttentionLayout& layout,
                               Tensor out) override;
+  void rms_norm_qkv_attention(const Tensor& x, const Tensor& norm_w, float eps, Tensor xn_scratch, const Tensor& w_qkv,
+                              const Tensor& qkv_bias, Tensor q, Tensor k, Tensor v, const Tensor& q_norm,
+                              const Tensor& k_norm, const Tensor& positions, const Tensor& inv_freq,
+                              const RopeParams& rope, Tensor k_cache, Tensor v_cache, const AttentionShape& shape,
+                              const AttentionLayout& layout, Tensor out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, bool zero_centred, Tensor y) override;
   void rope(Tensor x, int heads, const Tensor& positions, const Tensor& inv_freq, const RopeParams& params) override;
   void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor k_cache, Tensor v_cache) override;

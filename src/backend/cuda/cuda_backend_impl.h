@@ -27,6 +27,7 @@ struct CudaBackend::Impl {
     size_t bytes;
   };
   std::vector<Download> downloads;
+  int64_t qkv_prologues = 0;  // CudaBackend::qkv_prologue_count
   // Norm handoffs (Backend::prepare_norm, cuda::NormHandoff): the hint for the next op that adds into x,
   // then the handoff that op wrote, for the one op after it. Any other op forgets both (forget_hints).
   struct PendingNorm {

@@ -126,6 +126,14 @@ struct Context {
   // Norm handoffs between decode matmuls (NormHandoff; Backend::prepare_norm): on unless
   // HELIUM_CUDA_NORM_HANDOFF=off.
   bool norm_handoff = true;
+  // The q/k/v projection of decode rows does the attention prologue in its stores (rms_norm_qkv_prologue:
+  // the last item stored of each head normalises, rotates and caches it; no prologue kernel), unless
+  // HELIUM_CUDA_QKV_PROLOGUE=off. The same bits either way. prologue_counts: one counter per head (q, k
+  // and v heads of a row group), zero between launches (the head's last item resets its own); reserved
+  // and zeroed at creation, prologue_count_capacity of them.
+  bool qkv_prologue = true;
+  int* prologue_counts = nullptr;
+  int prologue_count_capacity = 0;
   // Diagnostic only (HELIUM_CUDA_OMIT, cuda_backend.cu): kernels of a decode step that are not launched, so
   // that a benchmark can time what each costs inside the replayed graph. The results are garbage.
   unsigned omit = 0;
@@ -320,6 +328,44 @@ void qk_norm_rope_kv_write(const Context& c, const Tensor& q, const Tensor& k, c
                            const Tensor& k_norm, float eps, int n_heads, int n_kv_heads, const Tensor& positions,
                            const Tensor& inv_freq, const RopeParams& rope, const Tensor& slots, const Tensor& k_cache,
                            const Tensor& v_cache);
+// The attention prologue's operands (qk_norm_rope_kv_write's, as device pointers), for its kernel and for
+// the q/k/v projection that does it in its stores (counts: that projection's per-head counters, else null).
+struct PrologueArgs {
+  float* q;        // (rows, n_heads · head_dim)
+  float* k;        // (rows, n_kv_heads · head_dim)
+  const float* v;  // (rows, n_kv_heads · head_dim)
+  const void* q_norm;  // (head_dim) or null (then k_norm is null too)
+  const void* k_norm;
+  DType norm_dtype;
+  float eps;
+  int n_heads, n_kv_heads, head_dim, half;  // half = rot_dim / 2
+  const int32_t* positions;
+  const float* inv_freq;
+  float scaling;
+  const int32_t* slots;
+  void* k_cache;
+  void* v_cache;
+  bool bf16_cache;
+  int* counts;
+};
+// qk_norm_rope_kv_write's checks of its operands (aborting, naming op, on a broken precondition), then
+// the arguments of its kernel; rows = positions.numel().
+PrologueArgs prologue_args(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                           const Tensor& k_norm, float eps, int n_heads, int n_kv_heads, const Tensor& positions,
+                           const Tensor& inv_freq, const RopeParams& rope, const Tensor& slots, const Tensor& k_cache,
+                           const Tensor& v_cache);
+// rms_norm_matmul_split(x, norm_w, eps, false, -, w, bias, {q, k, v}) then qk_norm_rope_kv_write(q, k, v,
+// ...) for decode rows, in one launch of the tensor-core matmul: each item's store counts itself on its
+// head, and the block that stores a head's last item applies the prologue to that head (q/k norm, RoPE,
+// K or V into the cache) with the prologue kernel's arithmetic, so the same bits as the two ops. True when
+// it ran; false, with nothing enqueued, when the context, the rows (1-4), the shapes or the kernel do not
+// take it (the caller runs the two ops). pre: the norm handoff the projection reads, as
+// rms_norm_matmul_split's.
+bool rms_norm_qkv_prologue(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                           const Tensor& bias, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                           const Tensor& k_norm, int n_heads, int n_kv_heads, const Tensor& positions,
+                           const Tensor& inv_freq, const RopeParams& rope, const Tensor& slots, const Tensor& k_cache,
+                           const Tensor& v_cache, const NormHandoff* pre);
 void rope(const Context& c, const Tensor& x, int heads, const Tensor& positions, const Tensor& inv_freq,
           const RopeParams& params);
 void kv_write(const Context& c, const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_cache,

@@ -41,6 +41,7 @@
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/prologue.cuh"
 
 namespace helium::cuda {
 namespace {
@@ -693,8 +694,40 @@ __device__ __forceinline__ float handoff_row_scale(const DecodeParams& p, int64_
   return rsqrtf(__fadd_rn(__fdiv_rn(sum, static_cast<float>(p.k)), p.eps));
 }
 
+// The q/k/v projection's prologue (rms_norm_qkv_prologue; a.counts set): after warp 0 has stored item
+// `block` (16 features of one q, k or v head) for rows row0 .. row0 + RG - 1, it counts the item on its head,
+// and the warp that stores a head's last item applies the prologue to that head for each of the rows
+// (prologue.cuh; the other items' stores, by other blocks, are visible after the count). scratch:
+// kRmsLanes + head_dim floats of shared memory the warp may use.
+template <int RG>
+__device__ __forceinline__ void prologue_after_item(const PrologueArgs& a, int block, int row0, int64_t rows,
+                                                    float* scratch, int lane) {
+  const int head = block * kMmaFeatures / a.head_dim;
+  __threadfence();  // this lane's stores of the item, before the count (release)
+  __syncwarp();
+  int last = 0;
+  if (lane == 0) {
+    last = atomicAdd(&a.counts[head], 1) == a.head_dim / kMmaFeatures - 1;
+    if (last) a.counts[head] = 0;  // every item of the head has counted: zero again for the next launch
+  }
+  if (!__shfl_sync(0xffffffffu, last, 0)) return;
+  __threadfence();  // the head's other items, after the count (acquire)
+  const int qk_heads = a.n_heads + a.n_kv_heads;
+  const void* norm = head < a.n_heads ? a.q_norm : a.k_norm;
+  for (int64_t r = row0; r < rows && r < int64_t{row0} + RG; ++r) {
+    if (head < qk_heads)
+      prologue_qk_head(
+          a, head, r, scratch, scratch + kRmsLanes, [&](int i) { return load_as_f32(norm, i, a.norm_dtype); },
+          [&](int i) { return a.inv_freq[i]; });
+    else
+      prologue_v_head(a, head - qk_heads, r);
+  }
+}
+
+// pro: the attention prologue done by the stores (pro.counts set; one-row-group launches of RG 4 only,
+// rms_norm_qkv_prologue), else pro.counts null.
 template <int RG, int S>
-__global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const DecodeParams p) {
+__global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const DecodeParams p, const PrologueArgs pro) {
   // One weight tile of 16 rows per warp stage: two or four sharing x were slower (eleventh session).
   constexpr int NT = RG / 4;  // n-tiles of 8 B columns: 4 rows each (hi and lo columns)
   constexpr int kStage = mma_stage_bytes(RG);
@@ -841,6 +874,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
           for (int q = 1; q < kMmaWarps; ++q) c[e] = __fadd_rn(c[e], red[((q * NT + j) * 4 + e) * 32 + lane]);
         mma_store_tile(p, work.block, work.row0 + j * 4, acc[j], row_scale, lane);
       }
+      // red is read (above) only by warp 0: free for the prologue's scratch until the barrier below.
+      if constexpr (RG == 4)
+        if (pro.counts != nullptr) prologue_after_item<RG>(pro, work.block, work.row0, p.rows, red, lane);
     }
     __syncthreads();  // red is written again at the next item's end
     clear();
@@ -1465,10 +1501,12 @@ size_t smem_optin_limit() {
 // multiprocessor, which sizes the persistent grid. Done on every launch, these calls cost each of the
 // tuner's back-to-back timing launches several microseconds of host time, about as long as a small
 // kernel itself (captured graphs paid them once, at capture).
-int prepare_decode_kernel(void (*kernel)(DecodeParams), int threads, size_t smem) {
+template <class Kernel>
+int prepare_decode_kernel(Kernel kernel, int threads, size_t smem) {
+  const void* fn = reinterpret_cast<const void*>(kernel);
   struct Key {
     int device;
-    void (*kernel)(DecodeParams);
+    const void* kernel;
     int threads;
     size_t smem;
     bool operator<(const Key& o) const {
@@ -1476,20 +1514,20 @@ int prepare_decode_kernel(void (*kernel)(DecodeParams), int threads, size_t smem
     }
   };
   static std::mutex mutex;
-  static std::map<Key, int> resident;                                 // blocks per multiprocessor
-  static std::map<std::pair<int, void (*)(DecodeParams)>, size_t> opted;  // shared memory opted in to
+  static std::map<Key, int> resident;                               // blocks per multiprocessor
+  static std::map<std::pair<int, const void*>, size_t> opted;  // shared memory opted in to
   int device = 0;
   HELIUM_CUDA_CHECK(cudaGetDevice(&device));
   const std::lock_guard<std::mutex> lock(mutex);
   if (smem > kDefaultSmemLimit) {
-    size_t& current = opted[{device, kernel}];
+    size_t& current = opted[{device, fn}];
     if (smem > current) {
-      HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      HELIUM_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
       current = smem;
     }
   }
-  const auto [it, fresh] = resident.try_emplace(Key{device, kernel, threads, smem}, 0);
-  if (fresh) HELIUM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&it->second, kernel, threads, smem));
+  const auto [it, fresh] = resident.try_emplace(Key{device, fn, threads, smem}, 0);
+  if (fresh) HELIUM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&it->second, fn, threads, smem));
   return it->second;
 }
 
@@ -1586,7 +1624,7 @@ MatmulDecodeConfig fma_default_config(int64_t n, int64_t k, DType w_dtype) {
   return cfg;
 }
 
-using MmaKernel = void (*)(DecodeParams);
+using MmaKernel = void (*)(DecodeParams, PrologueArgs);
 template <int RG>
 MmaKernel pick_mma_stages(int stages) {
   switch (stages) {
@@ -1759,9 +1797,10 @@ bool stream_enqueue(const Context& c, DecodeParams p, const MatmulShape& shape, 
 // the matmul with rows in groups of 4, 8 or 16 (each item streams its weights once for its group), fewer
 // stages or smaller groups where the device's shared memory is smaller (speed only).
 // presplit: x's split is already there (written by the previous matmul's store), no split kernel.
+// prologue: the stores do the attention prologue (rms_norm_qkv_prologue; at most 4 rows), or null.
 void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int stages,
-                const __nv_bfloat16* presplit = nullptr) {
-  if (stream_enqueue(c, p, shape, presplit)) return;
+                const __nv_bfloat16* presplit = nullptr, const PrologueArgs* prologue = nullptr) {
+  if (prologue == nullptr && stream_enqueue(c, p, shape, presplit)) return;
   if (presplit != nullptr) {
     p.x_split = presplit;
   } else {
@@ -1799,7 +1838,9 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
   HELIUM_CUDA_REQUIRE("matmul", per_sm > 0);
   const int64_t grid = std::min(items, int64_t{per_sm} * sm_count_of(c));
   HELIUM_CUDA_REQUIRE("matmul", grid < (int64_t{1} << 31));
-  launch(c, kernel, static_cast<unsigned>(grid), threads, smem, p);
+  const PrologueArgs pro = prologue != nullptr ? *prologue : PrologueArgs{};
+  HELIUM_CUDA_REQUIRE("matmul", pro.counts == nullptr || (row_group == 4 && p.row_groups == 1));
+  launch(c, kernel, static_cast<unsigned>(grid), threads, smem, p, pro);
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -1821,11 +1862,11 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
                    const MatmulShape& shape, const MatmulDecodeConfig& cfg, bool accumulate = false,
                    const XInput& xin = {}, const Tensor& act = Tensor(), __nv_bfloat16* act_split = nullptr,
                    const __nv_bfloat16* presplit = nullptr, const NormHandoff* next = nullptr,
-                   const NormHandoff* pre = nullptr) {
+                   const NormHandoff* pre = nullptr, const PrologueArgs* prologue = nullptr) {
   HELIUM_CUDA_REQUIRE("matmul", matmul_decode_config_valid(cfg, w.dtype));
   const bool handoff = next != nullptr || pre != nullptr;
   if (cfg.mma_stages > 0 && !mma_operands_ok(w, shape.k)) {  // a misaligned weight view: the FMA kernel
-    HELIUM_CUDA_REQUIRE("matmul", act_split == nullptr && presplit == nullptr && !handoff);
+    HELIUM_CUDA_REQUIRE("matmul", act_split == nullptr && presplit == nullptr && !handoff && prologue == nullptr);
     launch_decode(c, x, w, bias, ys, shape, fma_default_config(shape.n, shape.k, w.dtype), accumulate, xin, act);
     return;
   }
@@ -1883,10 +1924,10 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
       p.row_sq = pre->sq;
       p.sq_blocks = (shape.k + kMmaFeatures - 1) / kMmaFeatures;
     }
-    launch_mma(c, p, shape, cfg.mma_stages, presplit);
+    launch_mma(c, p, shape, cfg.mma_stages, presplit, prologue);
     return;
   }
-  HELIUM_CUDA_REQUIRE("matmul", !handoff);
+  HELIUM_CUDA_REQUIRE("matmul", !handoff && prologue == nullptr);
 
   if (!decode_vector_loads_ok(x, w, shape.k)) {
     HELIUM_CUDA_REQUIRE("matmul", xin.xform == kNone && !pairs);  // fused callers check decode_vector_loads_ok first
@@ -2352,6 +2393,36 @@ void rms_norm_matmul_split(const Context& c, const Tensor& x, const Tensor& norm
     }
   }
   launch_split_decode(c, x, w, bias, ys, xin);
+}
+
+bool rms_norm_qkv_prologue(const Context& c, const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                           const Tensor& bias, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                           const Tensor& k_norm, int n_heads, int n_kv_heads, const Tensor& positions,
+                           const Tensor& inv_freq, const RopeParams& rope, const Tensor& slots, const Tensor& k_cache,
+                           const Tensor& v_cache, const NormHandoff* pre) {
+  const char* op = "rms_norm_qkv_prologue";
+  if (!c.qkv_prologue || c.prologue_counts == nullptr || !decode_fusable(x, w) || leading_rows(x) > 4) return false;
+  const int hd = rope.head_dim;
+  // Items of 16 features never straddle a head; the prologue's scratch is the 4-row kernel's 512 floats of
+  // sums (kRmsLanes partials and the head).
+  if (hd % kMmaFeatures != 0 || kRmsLanes + hd > kMmaWarps * 4 * 32) return false;
+  if (n_heads + 2 * n_kv_heads > c.prologue_count_capacity) return false;
+  const int64_t q_dim = int64_t{n_heads} * hd, kv_dim = int64_t{n_kv_heads} * hd;
+  if (w.rank != 2 || w.dim(0) != q_dim + 2 * kv_dim || norm_w.numel() != w.dim(1)) return false;
+  if (cols_of(q) != q_dim || cols_of(k) != kv_dim || cols_of(v) != kv_dim) return false;
+  const MatmulShape shape = check_inputs(op, x, w, bias);
+  const MatmulDecodeConfig cfg = decode_config_for(c, shape, w.dtype);
+  if (cfg.mma_stages == 0 || !mma_operands_ok(w, shape.k)) return false;
+  PrologueArgs a = prologue_args(op, q, k, v, q_norm, k_norm, eps, n_heads, n_kv_heads, positions, inv_freq, rope, slots,
+                                 k_cache, v_cache);
+  HELIUM_CUDA_REQUIRE(op, positions.numel() == shape.rows);
+  a.counts = c.prologue_counts;
+  const Tensor ys[] = {q, k, v};
+  for (const Tensor& y : ys) check_output(op, y, shape.rows, cols_of(y), x, w, bias);
+  const XInput xin = rms_norm_input(norm_w, eps, false);
+  launch_decode(c, x, w, bias, ys, shape, cfg, false, xin, Tensor(), nullptr, nullptr, nullptr,
+                pre != nullptr && pre->split != nullptr ? pre : nullptr, &a);
+  return true;
 }
 
 bool rms_norm_matmul_swiglu_fusable(const Tensor& x, const Tensor& w) {

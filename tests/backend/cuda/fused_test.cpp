@@ -1,7 +1,7 @@
 // tests/backend/cuda/fused_test.cpp — the CUDA backend's fused ops (backend.h: rms_norm_matmul_split,
-// swiglu_matmul_add, swiglu_mlp_add, qk_norm_rope_kv_write, qk_norm_rope_attention) are bitwise the unfused
-// sequences they stand for
-// (a norm handoff, prepare_norm: within the split's precision, and batch-invariant), on the
+// swiglu_matmul_add, swiglu_mlp_add, qk_norm_rope_kv_write, qk_norm_rope_attention, rms_norm_qkv_attention)
+// are bitwise the unfused sequences they stand for (a norm handoff, prepare_norm: within the split's
+// precision, and batch-invariant), on the
 // decode path (rows <= kMaxDecodeRows, where the kernels fuse) and past it (where they fall back), and
 // with the environment's programmatic dependent launch on or off; and the backend's environment switches
 // refuse malformed values by name. Skips without a CUDA device.
@@ -462,6 +462,97 @@ TEST_F(CudaFusedTest, QkNormRopeKvWriteIsTheSequence) {
       }
 }
 
+// rms_norm_qkv_attention on decode rows (1-4: the q/k/v projection does the attention prologue in its stores,
+// the last item stored of each head normalising, rotating and caching it) against the base class's sequence
+// rms_norm_matmul_split then qk_norm_rope_attention on the same backend: the attention output, q and k as
+// left, and both caches bitwise; with and without q/k norms and the projection's bias, partial rotary, BF16
+// and F32 caches, head dims 64 / 128 / 256; the per-head counters reset themselves (each case runs the
+// fused op twice); 5 rows take the two ops (the count of fused projections says which path ran).
+TEST_F(CudaFusedTest, RmsNormQkvAttentionIsTheSequence) {
+  std::mt19937 rng(47);
+  struct Shape {
+    int n_heads, n_kv, head_dim, rot_dim;
+  };
+  const int64_t hidden = 1024, page = 16;
+  for (const Shape& sh : {Shape{8, 2, 128, 128}, Shape{16, 4, 64, 32}, Shape{4, 4, 256, 256}})
+    for (bool with_norm : {true, false})
+      for (bool with_bias : {false, true})
+        for (DType cache_dtype : {DType::BF16, DType::F32})
+          for (int rows : {1, 2, 4, 5}) {
+            const int hd = sh.head_dim;
+            const int64_t q_dim = int64_t{sh.n_heads} * hd, kv_dim = int64_t{sh.n_kv} * hd, n = q_dim + 2 * kv_dim;
+            const std::string what = "heads " + std::to_string(sh.n_heads) + "/" + std::to_string(sh.n_kv) +
+                                     " head_dim " + std::to_string(hd) + (with_norm ? " normed" : "") +
+                                     (with_bias ? " bias " : " ") + std::string(dtype_name(cache_dtype)) + ", " +
+                                     std::to_string(rows) + " rows";
+            // Row r: its own sequence of pages 4r .. 4r + 3, prefix 20 + 9r keys (its own the last).
+            const int max_pages = 4;
+            std::vector<int32_t> tables(static_cast<size_t>(rows * max_pages)), row_table(static_cast<size_t>(rows));
+            std::vector<int32_t> prefix(static_cast<size_t>(rows)), positions(static_cast<size_t>(rows)),
+                write_slots(static_cast<size_t>(rows));
+            for (int r = 0; r < rows; ++r) {
+              for (int p = 0; p < max_pages; ++p) tables[static_cast<size_t>(r * max_pages + p)] = (r * max_pages + p + 3) % (rows * max_pages);
+              row_table[static_cast<size_t>(r)] = r;
+              prefix[static_cast<size_t>(r)] = 20 + 9 * r;
+              positions[static_cast<size_t>(r)] = prefix[static_cast<size_t>(r)] - 1;
+              const int pos = positions[static_cast<size_t>(r)];
+              write_slots[static_cast<size_t>(r)] = tables[static_cast<size_t>(r * max_pages + pos / page)] * page + pos % page;
+            }
+            const int64_t slots_total = int64_t{rows} * max_pages * page;
+            auto ints = [&](const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
+              const Tensor t = zeros(shape, DType::I32);
+              backend_->copy_to_device(t, v.data());
+              return t;
+            };
+            AttentionLayout layout;
+            layout.page_size = static_cast<int>(page);
+            layout.block_tables = ints(tables, {rows, max_pages});
+            layout.row_table = ints(row_table, {rows});
+            layout.prefix_lens = ints(prefix, {rows});
+            layout.write_slots = ints(write_slots, {rows});
+            layout.max_keys = *std::max_element(prefix.begin(), prefix.end());
+            const Tensor pos = ints(positions, {rows});
+            std::vector<float> inv_freq(static_cast<size_t>(sh.rot_dim / 2));
+            for (size_t i = 0; i < inv_freq.size(); ++i)
+              inv_freq[i] = std::pow(10000.0f, -2.0f * static_cast<float>(i) / static_cast<float>(sh.rot_dim));
+            const Tensor inv = upload(inv_freq, DType::F32, {static_cast<int64_t>(inv_freq.size())});
+            const RopeParams rope{hd, sh.rot_dim, 1.0f};
+            const AttentionShape shape{sh.n_heads, sh.n_kv, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
+            const std::vector<float> xv = random_reals(rng, static_cast<size_t>(rows * hidden), -2.0f, 2.0f);
+            const Tensor norm_w = upload(random_reals(rng, static_cast<size_t>(hidden), 0.5f, 1.5f), DType::BF16, {hidden});
+            const Tensor w = upload(random_reals(rng, static_cast<size_t>(n * hidden), -0.06f, 0.06f), DType::BF16, {n, hidden});
+            const Tensor bias = with_bias ? upload(random_reals(rng, static_cast<size_t>(n)), DType::F32, {n}) : Tensor();
+            const Tensor q_norm = with_norm ? upload(random_reals(rng, static_cast<size_t>(hd), 0.5f, 1.5f), DType::BF16, {hd}) : Tensor();
+            const Tensor k_norm = with_norm ? upload(random_reals(rng, static_cast<size_t>(hd), 0.5f, 1.5f), DType::BF16, {hd}) : Tensor();
+            const std::vector<float> cache_values = random_reals(rng, static_cast<size_t>(slots_total * kv_dim));
+            // One call; returns (out, q, k, k cache, v cache).
+            auto run = [&](bool fused) {
+              const Tensor x = upload(xv, DType::F32, {rows, hidden}), xn = zeros({rows, hidden});
+              const Tensor q = zeros({rows, q_dim}), k = zeros({rows, kv_dim}), v = zeros({rows, kv_dim});
+              const Tensor kc = upload(cache_values, cache_dtype, {slots_total, kv_dim});
+              const Tensor vc = upload(cache_values, cache_dtype, {slots_total, kv_dim});
+              const Tensor out = upload(std::vector<float>(static_cast<size_t>(rows * q_dim), std::nanf("")), DType::F32,
+                                        {rows, q_dim});
+              if (fused)
+                backend_->rms_norm_qkv_attention(x, norm_w, 1e-6f, xn, w, bias, q, k, v, q_norm, k_norm, pos, inv, rope, kc,
+                                                 vc, shape, layout, out);
+              else
+                backend_->Backend::rms_norm_qkv_attention(x, norm_w, 1e-6f, xn, w, bias, q, k, v, q_norm, k_norm, pos, inv,
+                                                          rope, kc, vc, shape, layout, out);
+              return std::vector<std::vector<uint8_t>>{download(out), download(q), download(k), download(kc), download(vc)};
+            };
+            const auto sequence = run(false);
+            const int64_t before = backend_->qkv_prologue_count();
+            const auto fused = run(true), again = run(true);
+            EXPECT_EQ(backend_->qkv_prologue_count() - before, rows <= 4 ? 2 : 0) << what;
+            const char* names[] = {"out", "q", "k", "k_cache", "v_cache"};
+            for (int t = 0; t < 5; ++t) {
+              EXPECT_EQ(first_difference(sequence[t], fused[t]), -1) << what << ": " << names[t];
+              EXPECT_EQ(first_difference(sequence[t], again[t]), -1) << what << ": " << names[t] << ", second call";
+            }
+          }
+}
+
 // qk_norm_rope_attention on decode rows (one kernel: the attention blocks normalise and rotate their
 // queries, compute the step's own keys where they would load them, write the rows' K/V, and with few
 // partitions merge in the last block) against the base class's sequence qk_norm_rope_kv_write then
@@ -865,6 +956,7 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_MMA_EVICT_FIRST", "1", "off"},
                {"HELIUM_CUDA_MATMUL", "tensor", "mma"},
                {"HELIUM_CUDA_NORM_HANDOFF", "yes", "off"},
+               {"HELIUM_CUDA_QKV_PROLOGUE", "fused", "off"},
                {"HELIUM_CUDA_ATTN_FUSED", "fused", "all"},
                {"HELIUM_CUDA_ATTN_FUSED_TRIGGER", "early", "late"},
                {"HELIUM_CUDA_ATTN_FUSED_MERGE", "129", "0"},
