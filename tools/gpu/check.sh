@@ -75,8 +75,8 @@ run models_test 120 "$BIN/models_test" --gtest_brief=1
 HELIUM_CUDA_PDL=0 run models_test_nopdl 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
 # The goldens through the fused decode attention (off by default; cuda_fused_test checks its bits).
 HELIUM_CUDA_ATTN_FUSED=on run models_test_fused_attention 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
-# The goldens with the prologue kernel (the q/k/v projection does the prologue by default).
-HELIUM_CUDA_QKV_PROLOGUE=off run models_test_prologue_kernel 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
+# The goldens with the q/k/v projection doing the attention prologue (off by default; cuda_fused_test checks its bits).
+HELIUM_CUDA_QKV_PROLOGUE=on run models_test_qkv_prologue 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
 run kv_test 30 "$BIN/kv_test" --gtest_brief=1
 # The engine's sampled paths on the GPU: device candidates and totals against copied logits, over the
 # embedded model (read through HELIUM_SOURCE_DIR, as models_test reads its fixtures).

@@ -534,8 +534,9 @@ void CudaBackend::qk_norm_rope_attention(Tensor q, Tensor k, const Tensor& v, co
                                 inv_freq, rope, layout.write_slots, k_cache, v_cache);
   cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out, during);
 }
-// Decode rows (1-4): the q/k/v projection does the prologue in its stores (cuda::rms_norm_qkv_prologue), then
-// attention; otherwise the two ops. The same bits either way.
+// Decode rows (1-4) with HELIUM_CUDA_QKV_PROLOGUE=on (Context::qkv_prologue): the q/k/v projection does the
+// prologue in its stores (cuda::rms_norm_qkv_prologue), then attention; otherwise the two ops. The same bits
+// either way.
 void CudaBackend::rms_norm_qkv_attention(const Tensor& x, const Tensor& norm_w, float eps, Tensor xn_scratch,
                                          const Tensor& w_qkv, const Tensor& qkv_bias, Tensor q, Tensor k, Tensor v,
                                          const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,

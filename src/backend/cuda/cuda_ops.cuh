@@ -127,11 +127,14 @@ struct Context {
   // HELIUM_CUDA_NORM_HANDOFF=off.
   bool norm_handoff = true;
   // The q/k/v projection of decode rows does the attention prologue in its stores (rms_norm_qkv_prologue:
-  // the last item stored of each head normalises, rotates and caches it; no prologue kernel), unless
-  // HELIUM_CUDA_QKV_PROLOGUE=off. The same bits either way. prologue_counts: one counter per head (q, k
-  // and v heads of a row group), zero between launches (the head's last item resets its own); reserved
-  // and zeroed at creation, prologue_count_capacity of them.
-  bool qkv_prologue = true;
+  // the last item stored of each head normalises, rotates and caches it; no prologue kernel) with
+  // HELIUM_CUDA_QKV_PROLOGUE=on. The same bits either way. Off by default: on the H200 (Qwen3-8B shape,
+  // 256 tokens, two rounds on one machine) it decoded 211.8 / 211.8 tok/s at 1K against 215.5 / 213.8
+  // with the prologue kernel, 194.1 / 194.2 against 199.8 / 199.8 at 8K, 173.3 / 173.1 against 174.2 /
+  // 174.2 at 32K (another machine: +0.8% at 1K; docs/benchmarks.md, nineteenth session).
+  // prologue_counts: one counter per head (q, k and v heads of a row group), zero between launches (the
+  // head's last item resets its own); reserved and zeroed at creation, prologue_count_capacity of them.
+  bool qkv_prologue = false;
   int* prologue_counts = nullptr;
   int prologue_count_capacity = 0;
   // Diagnostic only (HELIUM_CUDA_OMIT, cuda_backend.cu): kernels of a decode step that are not launched, so

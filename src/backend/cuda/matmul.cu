@@ -724,9 +724,10 @@ __device__ __forceinline__ void prologue_after_item(const PrologueArgs& a, int b
   }
 }
 
-// pro: the attention prologue done by the stores (pro.counts set; one-row-group launches of RG 4 only,
-// rms_norm_qkv_prologue), else pro.counts null.
-template <int RG, int S>
+// kPrologue (RG 4 only): the stores also do the attention prologue (pro, with its counts;
+// rms_norm_qkv_prologue, one row group). A separate instance, so that the other launches run the kernel
+// without that code.
+template <int RG, int S, bool kPrologue = false>
 __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const DecodeParams p, const PrologueArgs pro) {
   // One weight tile of 16 rows per warp stage: two or four sharing x were slower (eleventh session).
   constexpr int NT = RG / 4;  // n-tiles of 8 B columns: 4 rows each (hi and lo columns)
@@ -875,8 +876,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
         mma_store_tile(p, work.block, work.row0 + j * 4, acc[j], row_scale, lane);
       }
       // red is read (above) only by warp 0: free for the prologue's scratch until the barrier below.
-      if constexpr (RG == 4)
-        if (pro.counts != nullptr) prologue_after_item<RG>(pro, work.block, work.row0, p.rows, red, lane);
+      if constexpr (kPrologue) prologue_after_item<RG>(pro, work.block, work.row0, p.rows, red, lane);
     }
     __syncthreads();  // red is written again at the next item's end
     clear();
@@ -1625,16 +1625,18 @@ MatmulDecodeConfig fma_default_config(int64_t n, int64_t k, DType w_dtype) {
 }
 
 using MmaKernel = void (*)(DecodeParams, PrologueArgs);
-template <int RG>
+template <int RG, bool kPrologue = false>
 MmaKernel pick_mma_stages(int stages) {
   switch (stages) {
-    case 4: return matmul_mma_kernel<RG, 4>;
-    case 6: return matmul_mma_kernel<RG, 6>;
-    case 8: return matmul_mma_kernel<RG, 8>;
+    case 4: return matmul_mma_kernel<RG, 4, kPrologue>;
+    case 6: return matmul_mma_kernel<RG, 6, kPrologue>;
+    case 8: return matmul_mma_kernel<RG, 8, kPrologue>;
   }
   return nullptr;
 }
-MmaKernel pick_mma_kernel(int row_group, int stages) {
+// prologue: the instance whose stores do the attention prologue (row groups of 4 only).
+MmaKernel pick_mma_kernel(int row_group, int stages, bool prologue) {
+  if (prologue) return row_group == 4 ? pick_mma_stages<4, true>(stages) : nullptr;
   switch (row_group) {
     case 4: return pick_mma_stages<4>(stages);
     case 8: return pick_mma_stages<8>(stages);
@@ -1831,7 +1833,7 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
   p.feature_blocks = (positions + per_item - 1) / per_item;
   const int64_t items = p.row_groups * p.feature_blocks;
   HELIUM_CUDA_REQUIRE("matmul", items < (int64_t{1} << 31) - int64_t{1} * 1024 * 1024);  // 32-bit item counters
-  const MmaKernel kernel = pick_mma_kernel(row_group, stages);
+  const MmaKernel kernel = pick_mma_kernel(row_group, stages, prologue != nullptr);
   HELIUM_CUDA_REQUIRE("matmul", kernel != nullptr);
   const int threads = kMmaWarps * 32;
   const int per_sm = prepare_decode_kernel(kernel, threads, smem);

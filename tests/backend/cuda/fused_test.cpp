@@ -63,11 +63,18 @@ class CudaFusedTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    create_backend();
+  }
+  // The fixture's backend, made again with the environment variable `name` set to `value` (before any
+  // tensor of the test is made).
+  void create_backend(const char* name = nullptr, const char* value = nullptr) {
+    if (name != nullptr) setenv(name, value, 1);
     CudaBackendOptions options;
     options.max_rows = 96;
     options.max_context = 4096;
     options.max_k = 4096;
     auto created = CudaBackend::create(options);
+    if (name != nullptr) unsetenv(name);
     ASSERT_TRUE(created.is_ok()) << created.status().message();
     backend_ = std::move(created).value();
   }
@@ -462,13 +469,14 @@ TEST_F(CudaFusedTest, QkNormRopeKvWriteIsTheSequence) {
       }
 }
 
-// rms_norm_qkv_attention on decode rows (1-4: the q/k/v projection does the attention prologue in its stores,
-// the last item stored of each head normalising, rotating and caching it) against the base class's sequence
+// rms_norm_qkv_attention on decode rows (1-4, HELIUM_CUDA_QKV_PROLOGUE=on: the q/k/v projection does the
+// attention prologue in its stores, the last item stored of each head normalising, rotating and caching it) against the base class's sequence
 // rms_norm_matmul_split then qk_norm_rope_attention on the same backend: the attention output, q and k as
 // left, and both caches bitwise; with and without q/k norms and the projection's bias, partial rotary, BF16
 // and F32 caches, head dims 64 / 128 / 256; the per-head counters reset themselves (each case runs the
 // fused op twice); 5 rows take the two ops (the count of fused projections says which path ran).
 TEST_F(CudaFusedTest, RmsNormQkvAttentionIsTheSequence) {
+  create_backend("HELIUM_CUDA_QKV_PROLOGUE", "on");
   std::mt19937 rng(47);
   struct Shape {
     int n_heads, n_kv, head_dim, rot_dim;
