@@ -345,24 +345,22 @@ std::string layer_chain(cuda::Context& ctx, double copy_gbps, int samples) {
   // handoff the previous layer's down wrote, o_proj (+ residual, its x split by a split kernel) writing the
   // MLP's, and the MLP as one fused op — gate/up reading that handoff and storing the activation and its
   // split, down reading the split and writing the next layer's handoff.
-  const cuda::NormHandoff handoff = [&] {
-    cuda::NormHandoff h = cuda::norm_handoff_slot(ctx, 1, hidden);
-    h.norm_w = nw;
-    return h;
-  }();
+  cuda::NormHandoff handoff = cuda::norm_handoff_slot(ctx, 1, hidden);
+  handoff.norm_w = nw;
   auto step_layer = [&](int layer) {
     const Tensor ys[] = {q, k, v};
-    const bool handed = handoff.split != nullptr;
-    cuda::rms_norm_matmul_split(ctx, residual, nw, 1e-6f, false, scr, weight(0, layer), Tensor(), ys,
-                                handed ? &handoff : nullptr);
-    cuda::matmul_add(ctx, attn, weight(1, layer), Tensor(), scr, residual, handed ? &handoff : nullptr);
+    cuda::rms_norm_matmul_split(ctx, residual, nw, 1e-6f, false, scr, weight(0, layer), Tensor(), ys, &handoff);
+    cuda::matmul_add(ctx, attn, weight(1, layer), Tensor(), scr, residual, &handoff);
     if (!cuda::rms_norm_swiglu_mlp_add(ctx, residual, nw, 1e-6f, false, weight(2, layer), Tensor(), gate,
-                                       weight(3, layer), Tensor(), handed ? &handoff : nullptr,
-                                       handed ? &handoff : nullptr)) {
+                                       weight(3, layer), Tensor(), &handoff, &handoff)) {
       std::fprintf(stderr, "layer chain: the fused MLP did not take Qwen3-8B's shapes\n");
       std::abort();
     }
   };
+  if (handoff.split == nullptr) {
+    std::fprintf(stderr, "layer chain: no norm handoff slot in the matmul scratch\n");
+    std::abort();
+  }
   const bool pdl = ctx.pdl, early = ctx.matmul_early_trigger;
   const cuda::MatmulDecodeTable* table_before = ctx.matmul_decode_table;
   ctx.pdl = true;
