@@ -346,6 +346,10 @@ std::string layer_chain(cuda::Context& ctx, double copy_gbps, int samples) {
   // MLP's, and the MLP as one fused op — gate/up reading that handoff and storing the activation and its
   // split, down reading the split and writing the next layer's handoff.
   cuda::NormHandoff handoff = cuda::norm_handoff_slot(ctx, 1, hidden);
+  if (handoff.split == nullptr) {
+    std::fprintf(stderr, "layer chain: no norm handoff slot in the matmul scratch\n");
+    std::abort();
+  }
   handoff.norm_w = nw;
   auto step_layer = [&](int layer) {
     const Tensor ys[] = {q, k, v};
@@ -357,10 +361,6 @@ std::string layer_chain(cuda::Context& ctx, double copy_gbps, int samples) {
       std::abort();
     }
   };
-  if (handoff.split == nullptr) {
-    std::fprintf(stderr, "layer chain: no norm handoff slot in the matmul scratch\n");
-    std::abort();
-  }
   const bool pdl = ctx.pdl, early = ctx.matmul_early_trigger;
   const cuda::MatmulDecodeTable* table_before = ctx.matmul_decode_table;
   ctx.pdl = true;
@@ -425,7 +425,7 @@ std::string layer_chain(cuda::Context& ctx, double copy_gbps, int samples) {
   std::printf("  the same with rings of at most 64 KB (two blocks per multiprocessor): %.2f us per layer, %.3f of copy\n",
               layer_small_us, ideal_layer_us / layer_small_us);
   table.entries = chosen_small;
-  // The prologue of the first layer's q/k/v: a handoff to read (written by the graph's previous replay after).
+  // A handoff for the first layer's q/k/v to read before the first replay (later ones read the last down's).
   cuda::matmul_add(ctx, attn, weight(1, 0), Tensor(), scr, residual, &handoff);
   const double step_us = time_per_call_ms(ctx.stream, kLayers, samples, step_layer) * 1e3;
   std::printf("  as the decode step runs them (norm handoffs, the MLP fused; rings of at most 64 KB): %.2f us per "
