@@ -108,6 +108,7 @@ struct AttentionArgs {
   bool evict_first;           // decode: keys and values loaded with the L2 evict_first policy
   bool early_kv;              // decode: keys this step does not write are loaded before pdl_wait (Context)
   bool no_math;               // diagnostic (HELIUM_CUDA_OMIT=attn_math): decode streams K/V, computes nothing
+  bool merge_early_trigger = false;  // decode: the merge lets the next kernel launch before its wait (Context)
   L2Prefetch prefetch;        // decode: pulled into the L2 by the partition blocks (for the next op)
   FusedPrologue fused;        // decode with the prologue fused (the kernel's kFused instances) only
   unsigned long long* trace;  // Context::attention_trace, or null
@@ -995,8 +996,11 @@ template <int kVec>
 __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const AttentionArgs a) {
   const int head = blockIdx.x, row = blockIdx.y, tid = threadIdx.x, d_max = a.head_dim;
   const RowKeys rk = row_keys(a, row);  // the layout is uploaded before the step: read before the wait
+  // The next kernel may start its own independent loads: at once (Context::merge_early_trigger_keys), or
+  // once the partitions are done.
+  if (a.merge_early_trigger) pdl_launch_dependents();
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
-  pdl_launch_dependents();  // the next kernel may start its own independent loads
+  if (!a.merge_early_trigger) pdl_launch_dependents();
   extern __shared__ float s_merge[];
   float* s_w = s_merge;                           // [n_partitions] m_p, then w_p
   float* s_l = s_merge + a.n_partitions;          // [n_partitions] l_p
@@ -1586,6 +1590,7 @@ AttentionCall prepare_attention(const Context& c, const Tensor& q, const Tensor&
     a.evict_first = c.kv_evict_first;
     a.early_kv = c.attention_early_kv;
     a.no_math = (c.omit & kOmitAttnMath) != 0;
+    a.merge_early_trigger = layout.max_keys >= c.merge_early_trigger_keys;
     a.trace = c.attention_trace;
     // The tuned partition kernel's (the generic one's blocks do not prefetch); only while the step's K/V are
     // short enough that the memory has time to spare.

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <span>
 #include <utility>
 #include <vector>
@@ -145,6 +146,19 @@ struct Context {
   // the multiprocessors and issue their own independent loads early. HELIUM_CUDA_MATMUL_TRIGGER=end for
   // the old order (cuda_backend.cu has the measurement).
   bool matmul_early_trigger = true;
+  // The q/k prologue kernel lets decode attention's partition kernel launch at its start (true), so that the
+  // partition blocks become resident as the q/k/v projection's blocks leave and issue their early K/V loads
+  // in its tail, or after its wait (false). HELIUM_CUDA_PROLOGUE_TRIGGER=start|wait.
+  bool prologue_early_trigger = false;
+  // The attention merge lets the next kernel (o_proj's split, then o_proj) launch at its start, not after
+  // its wait, when the step's longest row has at least this many keys (INT_MAX: never): o_proj's blocks
+  // then take the multiprocessors the partition blocks leave and issue their first weight rounds in the
+  // partitions' tail. HELIUM_CUDA_MERGE_TRIGGER_KEYS=N.
+  int merge_early_trigger_keys = std::numeric_limits<int>::max();
+  // One-row launches of the tensor-core decode matmul take its one-row instance (a stage of 2,304 bytes:
+  // x's two split rows only) with this many stages per warp ring (6, 7 or 8; 0: the tuned depth on the
+  // four-row instance). HELIUM_CUDA_MMA_ONE_ROW=N. The same bits either way.
+  int mma_one_row_stages = 0;
   // Diagnostic only (helium_bench_cuda_matmul --chain): when set, each block of a decode matmul writes
   // kMatmulTraceEvents %globaltimer stamps to matmul_trace[block · kMatmulTraceEvents + event] (matmul.cu).
   unsigned long long* matmul_trace = nullptr;

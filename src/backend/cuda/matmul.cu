@@ -560,12 +560,16 @@ constexpr int kMmaFeatures = 16;                          // w rows of an item (
 constexpr int kMmaWBytes = kMmaFeatures * kMmaStepK * 2;  // the stage's weights
 constexpr int kMaxMmaRowGroup = 16;
 
-// A warp stage: the 16 weight rows, then the 2 · RG split rows of x.
+// A warp stage: the 16 weight rows, then the 2 · RG split rows of x. RG 1 (one-row launches,
+// Context::mma_one_row_stages) stores x's two split rows only: its B columns 2..7 read them again (their
+// sums belong to no row and are never stored), so a stage is 2,304 bytes, not 3,072, and a deeper ring fits.
 __host__ __device__ constexpr int mma_stage_bytes(int row_group) { return kMmaWBytes + 2 * row_group * kMmaStepK * 2; }
-// The whole block: the warps' rings and the warps' sums [kw][NT · 4][32].
+// The whole block: the warps' rings and the sums of warps 1..3 [kw - 1][NT · 4][32] (warp 0 keeps its own).
+// Row groups of 4 and more keep a fourth warp's worth, the q/k/v prologue's scratch (kRmsLanes + head_dim
+// floats, rms_norm_qkv_prologue); RG 1 does without, so that six stages fit four blocks on a multiprocessor.
 constexpr size_t mma_smem_bytes(int row_group, int stages) {
   return static_cast<size_t>(kMmaWarps) * stages * mma_stage_bytes(row_group) +
-         static_cast<size_t>(kMmaWarps) * (row_group / 4) * 4 * 32 * 4;
+         static_cast<size_t>(row_group == 1 ? kMmaWarps - 1 : kMmaWarps) * ((row_group + 3) / 4) * 4 * 32 * 4;
 }
 
 // Byte offset of 16-byte piece c (0..7) of row r in a stage tile of 128-byte rows, XOR-swizzled so that the
@@ -730,12 +734,12 @@ __device__ __forceinline__ void prologue_after_item(const PrologueArgs& a, int b
 template <int RG, int S, bool kPrologue = false>
 __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const DecodeParams p, const PrologueArgs pro) {
   // One weight tile of 16 rows per warp stage: two or four sharing x were slower (eleventh session).
-  constexpr int NT = RG / 4;  // n-tiles of 8 B columns: 4 rows each (hi and lo columns)
+  constexpr int NT = (RG + 3) / 4;  // n-tiles of 8 B columns: 4 rows each (hi and lo columns; RG 1: one)
   constexpr int kStage = mma_stage_bytes(RG);
   extern __shared__ __align__(128) uint8_t mma_smem[];
   const int lane = threadIdx.x & 31, kw = threadIdx.x >> 5;
   uint8_t* ring = mma_smem + kw * S * kStage;
-  float* red = reinterpret_cast<float*>(mma_smem + kMmaWarps * S * kStage);  // [kw][NT · 4][32]
+  float* red = reinterpret_cast<float*>(mma_smem + kMmaWarps * S * kStage);  // [kw - 1][NT · 4][32]
   const bool pairs = p.act != nullptr;
   // Stages per warp and item; items (< 2^31, checked at launch) and their coordinates in 32 bits, advanced
   // without division in the loop.
@@ -785,8 +789,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     uint8_t* xs = ring + slot * kStage + kMmaWBytes;
     const int64_t k0 = (c.step * kMmaWarps + kw) * kMmaStepK;
 #pragma unroll
-    for (int j = 0; j < 2 * RG * 8 / 32; ++j) {
+    for (int j = 0; j < (2 * RG * 8 + 31) / 32; ++j) {
       const int piece = j * 32 + lane, r = piece >> 3, ch = piece & 7;
+      if (piece >= 2 * RG * 8) break;  // RG 1: 16 pieces
       const int64_t split_row = 2 * int64_t{c.row0} + r, col = k0 + ch * 8;
       const bool valid = split_row < 2 * p.rows && col < p.k;
       copy_async_16(xs + mma_swizzle(r, ch), p.x_split + (valid ? split_row * p.k + col : 0), valid, false, policy);
@@ -846,7 +851,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         uint32_t b0, b1;
-        ldmatrix_x2(b0, b1, stage + kMmaWBytes + mma_swizzle(j * 8 + (lane & 7), 2 * kk + ((lane >> 3) & 1)));
+        const int b_row = RG == 1 ? (lane & 1) : j * 8 + (lane & 7);  // RG 1: columns 2..7 repeat 0 and 1
+        ldmatrix_x2(b0, b1, stage + kMmaWBytes + mma_swizzle(b_row, 2 * kk + ((lane >> 3) & 1)));
         mma_bf16_16x8x16(acc[j], a, b0, b1);
       }
     }
@@ -863,7 +869,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
 #pragma unroll
     for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) red[((kw * NT + j) * 4 + e) * 32 + lane] = acc[j][e];
+      for (int e = 0; e < 4; ++e)
+        if (kw > 0) red[(((kw - 1) * NT + j) * 4 + e) * 32 + lane] = acc[j][e];
     __syncthreads();
     if (kw == 0) {
 #pragma unroll
@@ -872,7 +879,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
 #pragma unroll
         for (int e = 0; e < 4; ++e)
 #pragma unroll
-          for (int q = 1; q < kMmaWarps; ++q) c[e] = __fadd_rn(c[e], red[((q * NT + j) * 4 + e) * 32 + lane]);
+          for (int q = 1; q < kMmaWarps; ++q) c[e] = __fadd_rn(c[e], red[(((q - 1) * NT + j) * 4 + e) * 32 + lane]);
         mma_store_tile(p, work.block, work.row0 + j * 4, acc[j], row_scale, lane);
       }
       // red is read (above) only by warp 0: free for the prologue's scratch until the barrier below.
@@ -1638,6 +1645,13 @@ MmaKernel pick_mma_stages(int stages) {
 MmaKernel pick_mma_kernel(int row_group, int stages, bool prologue) {
   if (prologue) return row_group == 4 ? pick_mma_stages<4, true>(stages) : nullptr;
   switch (row_group) {
+    case 1:
+      switch (stages) {
+        case 6: return matmul_mma_kernel<1, 6>;
+        case 7: return matmul_mma_kernel<1, 7>;
+        case 8: return matmul_mma_kernel<1, 8>;
+      }
+      return nullptr;
     case 4: return pick_mma_stages<4>(stages);
     case 8: return pick_mma_stages<8>(stages);
     case 16: return pick_mma_stages<16>(stages);
@@ -1816,12 +1830,19 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
     p.x_split = split;
   }
   int row_group = shape.rows <= 4 ? 4 : shape.rows <= 8 ? 8 : kMaxMmaRowGroup;
+  // One row with Context::mma_one_row_stages: the RG 1 instance at that depth, where it fits.
+  if (shape.rows == 1 && prologue == nullptr && c.mma_one_row_stages > 0 &&
+      mma_smem_bytes(1, c.mma_one_row_stages) <= smem_optin_limit() &&
+      pick_mma_kernel(1, c.mma_one_row_stages, false) != nullptr) {
+    row_group = 1;
+    stages = c.mma_one_row_stages;
+  }
   // The tuner times one row; past 4 rows a stage carries more of x and deeper rings leave fewer blocks per
   // multiprocessor: at 8 rows 4 stages were the fastest or tied for every Qwen3-8B shape (H200: gate/up
   // 30.5 us against 36.1 with 6 and 55.8 with 8, lm_head 351 against 395 and 639; eleventh session).
   if (row_group > 4) stages = std::min(stages, 4);
   const size_t limit = smem_optin_limit();
-  while (mma_smem_bytes(row_group, stages) > limit && (stages > 4 || row_group > 4)) {
+  while (row_group > 1 && mma_smem_bytes(row_group, stages) > limit && (stages > 4 || row_group > 4)) {
     if (stages > 4) stages = 4;
     else row_group /= 2;
   }

@@ -15,7 +15,8 @@ namespace {
 // h - n_heads together with the same v head (prologue.cuh).
 // The head's norm weights and the rotary frequencies are weights, not the previous kernel's results: each
 // lane loads the ones it will use before pdl_wait(), so that after it only the head's own read waits on the L2.
-__global__ void __launch_bounds__(32) qk_norm_rope_kv_write_kernel(const PrologueArgs a) {
+// early_trigger: the next kernel may launch before this one's wait (Context::prologue_early_trigger).
+__global__ void __launch_bounds__(32) qk_norm_rope_kv_write_kernel(const PrologueArgs a, bool early_trigger) {
   extern __shared__ float smem[];  // kRmsLanes partials, then head_dim values, head_dim norm weights, half frequencies
   const int lane = threadIdx.x;
   float* partial = smem;
@@ -29,8 +30,9 @@ __global__ void __launch_bounds__(32) qk_norm_rope_kv_write_kernel(const Prologu
   if (norm != nullptr)
     for (int i = lane; i < a.head_dim; i += 32) norm_w[i] = load_as_f32(norm, i, a.norm_dtype);
   for (int i = lane; i < a.half; i += 32) freq[i] = a.inv_freq[i];
+  if (early_trigger) pdl_launch_dependents();
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
-  pdl_launch_dependents();
+  if (!early_trigger) pdl_launch_dependents();
   const int64_t row = blockIdx.y;
   prologue_qk_head(a, h, row, partial, head, [&](int i) { return norm_w[i]; }, [&](int i) { return freq[i]; });
   if (h >= a.n_heads) prologue_v_head(a, h - a.n_heads, row);
@@ -86,7 +88,7 @@ void qk_norm_rope_kv_write(const Context& c, const Tensor& q, const Tensor& k, c
   const size_t smem = static_cast<size_t>(kRmsLanes + 2 * rope.head_dim + rope.rot_dim / 2) * sizeof(float);
   HELIUM_CUDA_REQUIRE(op, smem <= 48 * 1024 && rows <= 65535);
   launch(c, qk_norm_rope_kv_write_kernel, dim3(static_cast<unsigned>(n_heads + n_kv_heads), static_cast<unsigned>(rows)),
-         32, smem, a);
+         32, smem, a, c.prologue_early_trigger);
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -507,6 +507,34 @@ TEST_F(CudaMatmulTest, DecodeRowsAreBitwiseBatchInvariant) {
   }
 }
 
+// The one-row instance of the tensor-core kernel (Context::mma_one_row_stages: x's two split rows per
+// stage, a deeper ring) gives one row the bits of the four-row instance at every depth it has, over full
+// and partial feature blocks and a k that ends inside a warp stage.
+TEST_F(CudaMatmulTest, OneRowInstanceHasTheFourRowBits) {
+  GpuContext g(1, 12288);
+  std::mt19937 rng(33);
+  struct Shape {
+    int64_t n, k;
+    bool bias;
+  };
+  for (const Shape& s : {Shape{4096, 4096, false}, Shape{1000, 12288, true}, Shape{129, 4104, false}}) {
+    const HostWeights bias = make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(s.n)));
+    Problem p(1, s.n, s.k, random_reals(rng, static_cast<size_t>(s.k)),
+              make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(s.n * s.k))), s.bias ? &bias : nullptr);
+    g.ctx.mma_one_row_stages = 0;
+    const std::vector<float> four = p.run(g, 1);
+    for (int stages : {6, 7, 8}) {
+      g.ctx.mma_one_row_stages = stages;
+      const std::vector<float> one = p.run(g, 1);
+      int64_t j = 0;
+      EXPECT_TRUE(same_bits(one.data(), four.data(), s.n, &j))
+          << s.n << " x " << s.k << ", " << stages << " stages: feature " << j << " is " << one[static_cast<size_t>(j)]
+          << ", the four-row instance's " << four[static_cast<size_t>(j)];
+    }
+    g.ctx.mma_one_row_stages = 0;
+  }
+}
+
 // matmul_split over a stacked weight: on the decode path (one launch, rows <= 64) each output has the
 // bits of matmul() with the whole stacked weight, cut into its split; on the prefill path (one GEMM per
 // split) the bits of matmul() with that split's rows of w. With and without bias, for the stacked
