@@ -169,11 +169,12 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_MERGE_TRIGGER_KEYS", "a key count", 0,
                                       std::numeric_limits<int>::max(), merge_trigger_keys));
   impl->ctx.merge_early_trigger_keys = static_cast<int>(merge_trigger_keys);
-  long one_row_stages = impl->ctx.mma_one_row_stages;
-  HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_MMA_ONE_ROW", "a stage count (0, 6, 7 or 8)", 0, 8, one_row_stages));
-  if (one_row_stages != 0 && one_row_stages < 6)
-    return Status::error("HELIUM_CUDA_MMA_ONE_ROW must be 0, 6, 7 or 8, not " + std::to_string(one_row_stages));
-  impl->ctx.mma_one_row_stages = static_cast<int>(one_row_stages);
+  if (const char* r = std::getenv("HELIUM_CUDA_MMA_ONE_ROW"); r != nullptr && *r) {
+    const std::string_view v(r);
+    if (v == "auto") impl->ctx.mma_one_row_stages = cuda::Context::kMmaOneRowAuto;
+    else if (v == "0" || v == "6" || v == "7" || v == "8") impl->ctx.mma_one_row_stages = v[0] - '0';
+    else return Status::error("HELIUM_CUDA_MMA_ONE_ROW must be 'auto', 0, 6, 7 or 8, not '" + std::string(v) + "'");
+  }
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_NORM_HANDOFF", "on", "off", impl->ctx.norm_handoff));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_QKV_PROLOGUE", "on", "off", impl->ctx.qkv_prologue));
   if (const char* f = std::getenv("HELIUM_CUDA_ATTN_FUSED"); f != nullptr && *f) {

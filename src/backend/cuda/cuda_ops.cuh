@@ -148,17 +148,24 @@ struct Context {
   bool matmul_early_trigger = true;
   // The q/k prologue kernel lets decode attention's partition kernel launch at its start (true), so that the
   // partition blocks become resident as the q/k/v projection's blocks leave and issue their early K/V loads
-  // in its tail, or after its wait (false). HELIUM_CUDA_PROLOGUE_TRIGGER=start|wait.
-  bool prologue_early_trigger = false;
+  // in its tail, or after its wait (false). HELIUM_CUDA_PROLOGUE_TRIGGER=start|wait. On the H200 (Qwen3-8B
+  // shape, 256 tokens, two rounds; docs/benchmarks.md, twenty-first session): 215.4 / 216.2 tok/s at 1K
+  // against 214.7 / 213.9, 174.3 / 174.2 at 32K against 173.0 / 172.4.
+  bool prologue_early_trigger = true;
   // The attention merge lets the next kernel (o_proj's split, then o_proj) launch at its start, not after
   // its wait, when the step's longest row has at least this many keys (INT_MAX: never): o_proj's blocks
   // then take the multiprocessors the partition blocks leave and issue their first weight rounds in the
   // partitions' tail. HELIUM_CUDA_MERGE_TRIGGER_KEYS=N.
   int merge_early_trigger_keys = std::numeric_limits<int>::max();
   // One-row launches of the tensor-core decode matmul take its one-row instance (a stage of 2,304 bytes:
-  // x's two split rows only) with this many stages per warp ring (6, 7 or 8; 0: the tuned depth on the
-  // four-row instance). HELIUM_CUDA_MMA_ONE_ROW=N. The same bits either way.
-  int mma_one_row_stages = 0;
+  // x's two split rows only, so more blocks fit a multiprocessor) with this many stages per warp ring (6, 7
+  // or 8; kMmaOneRowAuto: chosen per launch by its item count, matmul.cu's one_row_stages; 0: the tuned depth
+  // on the four-row instance). HELIUM_CUDA_MMA_ONE_ROW=auto|0|6|7|8. The same bits either way.
+  // On the H200 (Qwen3-8B shape, 256 tokens, two rounds, one machine; docs/benchmarks.md, twenty-first
+  // session): 8 stages everywhere 218.8 / 219.1 tok/s at 1K against 214.7 / 213.9 on the four-row instance,
+  // 176.3 / 176.5 at 32K against 173.0 / 172.4; 10 and 12 stages (two blocks a multiprocessor) slower.
+  static constexpr int kMmaOneRowAuto = -1;
+  int mma_one_row_stages = kMmaOneRowAuto;
   // Diagnostic only (helium_bench_cuda_matmul --chain): when set, each block of a decode matmul writes
   // kMatmulTraceEvents %globaltimer stamps to matmul_trace[block · kMatmulTraceEvents + event] (matmul.cu).
   unsigned long long* matmul_trace = nullptr;
