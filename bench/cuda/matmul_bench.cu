@@ -472,7 +472,7 @@ int run(const Options& opt) {
   ctx.max_rows = prefill_rows;
   // The backend's one-row instance switch (Context::mma_one_row_stages), read as CudaBackend::create does.
   if (const char* r = std::getenv("HELIUM_CUDA_MMA_ONE_ROW"); r != nullptr && *r)
-    ctx.mma_one_row_stages = std::string_view(r) == "auto" ? cuda::Context::kMmaOneRowAuto : std::atoi(r);
+    ctx.mma_one_row_stages = std::atoi(r);
 
   JsonWriter json;
   json.raw("{");

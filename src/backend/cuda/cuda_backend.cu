@@ -171,9 +171,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   impl->ctx.merge_early_trigger_keys = static_cast<int>(merge_trigger_keys);
   if (const char* r = std::getenv("HELIUM_CUDA_MMA_ONE_ROW"); r != nullptr && *r) {
     const std::string_view v(r);
-    if (v == "auto") impl->ctx.mma_one_row_stages = cuda::Context::kMmaOneRowAuto;
-    else if (v == "0" || v == "6" || v == "7" || v == "8") impl->ctx.mma_one_row_stages = v[0] - '0';
-    else return Status::error("HELIUM_CUDA_MMA_ONE_ROW must be 'auto', 0, 6, 7 or 8, not '" + std::string(v) + "'");
+    if (v != "0" && v != "6" && v != "7" && v != "8")
+      return Status::error("HELIUM_CUDA_MMA_ONE_ROW must be 0, 6, 7 or 8, not '" + std::string(v) + "'");
+    impl->ctx.mma_one_row_stages = v[0] - '0';
   }
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_NORM_HANDOFF", "on", "off", impl->ctx.norm_handoff));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_QKV_PROLOGUE", "on", "off", impl->ctx.qkv_prologue));

@@ -155,17 +155,23 @@ struct Context {
   // The attention merge lets the next kernel (o_proj's split, then o_proj) launch at its start, not after
   // its wait, when the step's longest row has at least this many keys (INT_MAX: never): o_proj's blocks
   // then take the multiprocessors the partition blocks leave and issue their first weight rounds in the
-  // partitions' tail. HELIUM_CUDA_MERGE_TRIGGER_KEYS=N.
-  int merge_early_trigger_keys = std::numeric_limits<int>::max();
+  // partitions' tail. HELIUM_CUDA_MERGE_TRIGGER_KEYS=N. At 1K it let o_proj's early weight traffic slow the
+  // latency-bound attention (docs/benchmarks.md, eighth session); from 16K keys (the 512-key partitions'
+  // one long wave) it paid on the H200 with the one-row matmul instance at 6 stages (Qwen3-8B shape, 32K,
+  // 256 tokens, two rounds: 178.3 / 177.4 tok/s against 175.9 / 176.1 without it; docs/benchmarks.md,
+  // twenty-first session, call 2), not with o_proj's blocks at 8 stages (173.8 / 173.7, the same call).
+  int merge_early_trigger_keys = 16384;
   // One-row launches of the tensor-core decode matmul take its one-row instance (a stage of 2,304 bytes:
   // x's two split rows only, so more blocks fit a multiprocessor) with this many stages per warp ring (6, 7
-  // or 8; kMmaOneRowAuto: chosen per launch by its item count, matmul.cu's one_row_stages; 0: the tuned depth
-  // on the four-row instance). HELIUM_CUDA_MMA_ONE_ROW=auto|0|6|7|8. The same bits either way.
-  // On the H200 (Qwen3-8B shape, 256 tokens, two rounds, one machine; docs/benchmarks.md, twenty-first
-  // session): 8 stages everywhere 218.8 / 219.1 tok/s at 1K against 214.7 / 213.9 on the four-row instance,
-  // 176.3 / 176.5 at 32K against 173.0 / 172.4; 10 and 12 stages (two blocks a multiprocessor) slower.
-  static constexpr int kMmaOneRowAuto = -1;
-  int mma_one_row_stages = kMmaOneRowAuto;
+  // or 8; 0: the tuned depth on the four-row instance). HELIUM_CUDA_MMA_ONE_ROW=0|6|7|8. The same bits
+  // either way. 6 stages fit four blocks on an H200 multiprocessor, 7 and 8 three, the four-row instance's
+  // 8 two. There (Qwen3-8B shape, 256 tokens, two rounds; docs/benchmarks.md, twenty-first session), with
+  // the merge's early trigger at 32K: 6 stages 224.9 / 223.2 tok/s at 1K, 183.6 / 182.1 at 32K; 8 stages
+  // where every item has a block, else 6: 222.1 / 221.9 and 179.7 / 179.4; 8 stages (without the merge's
+  // trigger) 223.9 / 223.9 and 176.6 / 176.4; the four-row instance (and the prologue triggering after
+  // its wait) 204.8 / 204.7 and 171.1 / 171.0. Deeper one-row rings at two blocks a multiprocessor (10, 12
+  // stages) ran slower than the four-row instance (call 1: 209.6 and 203.3 at 1K against 214.7).
+  int mma_one_row_stages = 6;
   // Diagnostic only (helium_bench_cuda_matmul --chain): when set, each block of a decode matmul writes
   // kMatmulTraceEvents %globaltimer stamps to matmul_trace[block · kMatmulTraceEvents + event] (matmul.cu).
   unsigned long long* matmul_trace = nullptr;

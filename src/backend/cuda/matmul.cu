@@ -1809,17 +1809,6 @@ bool stream_enqueue(const Context& c, DecodeParams p, const MatmulShape& shape, 
 }
 
 
-// The one-row instance's depth for a launch of `items` items (Context::kMmaOneRowAuto): 8 stages (three
-// blocks a multiprocessor on the H200) while every item has a block of its own at that depth, so that a
-// block's ring stays as deep as the four-row instance's; else 6 (four a multiprocessor), the most blocks for
-// the matmuls of many items. On the H200 (Qwen3-8B shape, helium_bench_cuda_matmul --chain, each op 36
-// times with PDL; docs/benchmarks.md, twenty-first session): down (256 items) at 6 stages 31.6 us against
-// 26.6 on the four-row instance's 8, gate/up (1,536 items) 50.4 against 52.7.
-int one_row_stages(const Context& c, int64_t items) {
-  const int per_sm = prepare_decode_kernel(pick_mma_kernel(1, 8, false), kMmaWarps * 32, mma_smem_bytes(1, 8));
-  return items <= int64_t{per_sm} * sm_count_of(c) ? 8 : 6;
-}
-
 // The tensor-core kernel's launch: x's transform split into Context::matmul_scratch (split_x_kernel), then
 // the matmul with rows in groups of 4, 8 or 16 (each item streams its weights once for its group), fewer
 // stages or smaller groups where the device's shared memory is smaller (speed only).
@@ -1843,14 +1832,12 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
   int row_group = shape.rows <= 4 ? 4 : shape.rows <= 8 ? 8 : kMaxMmaRowGroup;
   const bool pairs = p.act != nullptr;
   const int64_t positions = pairs ? p.half_n : shape.n, per_item = pairs ? kMmaFeatures / 2 : kMmaFeatures;
-  // One row: the RG 1 instance (Context::mma_one_row_stages), where it fits.
-  if (shape.rows == 1 && prologue == nullptr && c.mma_one_row_stages != 0) {
-    int one_row = c.mma_one_row_stages;
-    if (one_row == Context::kMmaOneRowAuto) one_row = one_row_stages(c, (positions + per_item - 1) / per_item);
-    if (one_row > 0 && mma_smem_bytes(1, one_row) <= smem_optin_limit() && pick_mma_kernel(1, one_row, false) != nullptr) {
-      row_group = 1;
-      stages = one_row;
-    }
+  // One row: the RG 1 instance at Context::mma_one_row_stages, where it fits.
+  const int one_row = c.mma_one_row_stages;
+  if (shape.rows == 1 && prologue == nullptr && one_row > 0 && mma_smem_bytes(1, one_row) <= smem_optin_limit() &&
+      pick_mma_kernel(1, one_row, false) != nullptr) {
+    row_group = 1;
+    stages = one_row;
   }
   // The tuner times one row; past 4 rows a stage carries more of x and deeper rings leave fewer blocks per
   // multiprocessor: at 8 rows 4 stages were the fastest or tied for every Qwen3-8B shape (H200: gate/up

@@ -123,7 +123,15 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
       }
     }
   }
-  // Time each candidate at one row (the decode case) on random inputs.
+  // Time each candidate at one row (the decode case) on random inputs, on the four-row instance of the
+  // tensor-core kernel whose depth the table sets (launches of 2-4 rows; one-row launches take the one-row
+  // instance at Context::mma_one_row_stages, a depth chosen in the decode graph: docs/benchmarks.md).
+  struct FourRowWhileTiming {  // restored on every way out
+    int& stages;
+    const int kept = stages;
+    ~FourRowWhileTiming() { stages = kept; }
+  } four_row{m.ctx.mma_one_row_stages};
+  m.ctx.mma_one_row_stages = 0;
   nlohmann::json out = {{"gpu", m.info.name}, {"compute_capability", m.info.compute_capability},
                         {"driver", m.info.driver_version}, {"shapes", nlohmann::json::array()}};
   cudaEvent_t start, stop;
