@@ -562,7 +562,7 @@ constexpr int kMaxMmaRowGroup = 16;
 
 // A warp stage: the 16 weight rows, then the 2 · RG split rows of x. RG 1 (one-row launches,
 // Context::mma_one_row_stages) stores x's two split rows only: its B columns 2..7 read them again (their
-// sums belong to no row and are never stored), so a stage is 2,304 bytes, not 3,072, and a deeper ring fits.
+// sums belong to no row and are never stored), so a stage is 2,304 bytes, not 3,072, and more blocks fit.
 __host__ __device__ constexpr int mma_stage_bytes(int row_group) { return kMmaWBytes + 2 * row_group * kMmaStepK * 2; }
 // The whole block: the warps' rings and the sums of warps 1..3 [kw - 1][NT · 4][32] (warp 0 keeps its own).
 // Row groups of 4 and more keep a fourth warp's worth, the q/k/v prologue's scratch (kRmsLanes + head_dim

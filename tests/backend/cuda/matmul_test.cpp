@@ -508,8 +508,8 @@ TEST_F(CudaMatmulTest, DecodeRowsAreBitwiseBatchInvariant) {
 }
 
 // The one-row instance of the tensor-core kernel (Context::mma_one_row_stages: x's two split rows per
-// stage, a deeper ring) gives one row the bits of the four-row instance at every depth it has, over full
-// and partial feature blocks and a k that ends inside a warp stage.
+// stage, so more blocks a multiprocessor) gives one row the bits of the four-row instance at every depth
+// it has, over full and partial feature blocks and a k that ends inside a warp stage.
 TEST_F(CudaMatmulTest, OneRowInstanceHasTheFourRowBits) {
   GpuContext g(1, 12288);
   std::mt19937 rng(33);
