@@ -109,6 +109,9 @@ struct AttentionArgs {
   bool early_kv;              // decode: keys this step does not write are loaded before pdl_wait (Context)
   bool no_math;               // diagnostic (HELIUM_CUDA_OMIT=attn_math): decode streams K/V, computes nothing
   bool merge_early_trigger = false;  // decode: the merge lets the next kernel launch before its wait (Context)
+  // Decode: the merge also writes out's split for o_proj's tensor-core matmul (split_bf16; rows 2r and
+  // 2r + 1 of a (2 · rows, n_heads · head_dim) BF16 tensor), or null (attention's out_split).
+  __nv_bfloat16* out_split = nullptr;
   L2Prefetch prefetch;        // decode: pulled into the L2 by the partition blocks (for the next op)
   FusedPrologue fused;        // decode with the prologue fused (the kernel's kFused instances) only
   unsigned long long* trace;  // Context::attention_trace, or null
@@ -1007,8 +1010,16 @@ __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const At
   float* s_slice = s_merge + 2 * a.n_partitions;  // [slices][head_dim] slice sums
   __shared__ float s_red[kMergeThreads / 32];
   float* out = a.out + (static_cast<int64_t>(row) * a.n_heads + head) * d_max;
+  // Element d of this head: out, and its split when asked for (the same split that o_proj's split kernel
+  // would make of out).
+  const int64_t width = int64_t{a.n_heads} * d_max;
+  __nv_bfloat16* split_hi = a.out_split != nullptr ? a.out_split + 2 * row * width + int64_t{head} * d_max : nullptr;
+  auto store = [&](int d, float v) {
+    out[d] = v;
+    if (split_hi != nullptr) split_bf16(v, split_hi[d], split_hi[width + d]);
+  };
   if (rk.n_keys == 0) {
-    for (int d = tid; d < d_max; d += kMergeThreads) out[d] = 0.0f;
+    for (int d = tid; d < d_max; d += kMergeThreads) store(d, 0.0f);
     return;
   }
   const int parts = partition_count(rk.n_keys, a.tiers);
@@ -1077,7 +1088,7 @@ __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge(const At
   for (int d = tid; d < d_max; d += kMergeThreads) {
     float sum = 0.0f;
     for (int sl = 0; sl < slices; ++sl) sum = __fadd_rn(sum, s_slice[sl * d_max + d]);
-    out[d] = __fmul_rn(sum, inv);
+    store(d, __fmul_rn(sum, inv));
   }
 }
 
@@ -1613,25 +1624,29 @@ AttentionCall prepare_attention(const Context& c, const Tensor& q, const Tensor&
 
 }  // namespace
 
-void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+bool attention(const Context& c, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out,
-               const L2Prefetch& during) {
-  const AttentionCall call = prepare_attention(c, q, k_cache, v_cache, shape, layout, out, during);
-  if (call.args.rows == 0) return;
+               const L2Prefetch& during, __nv_bfloat16* out_split) {
+  AttentionCall call = prepare_attention(c, q, k_cache, v_cache, shape, layout, out, during);
+  if (call.args.rows == 0) return false;
   if (call.decode) {
+    const bool split = out_split != nullptr && !(c.omit & kOmitMerge);  // the merge kernel writes it
+    if (split) call.args.out_split = out_split;
     if (call.bf16_cache) launch_decode<bf16>(c, call.args, call.tuned);
     else launch_decode<float>(c, call.args, call.tuned);
-  } else {
-    if (call.bf16_cache) launch_prefill<bf16>(c, call.args, call.tuned);
-    else launch_prefill<float>(c, call.args, call.tuned);
+    return split;
   }
+  if (call.bf16_cache) launch_prefill<bf16>(c, call.args, call.tuned);
+  else launch_prefill<float>(c, call.args, call.tuned);
+  return false;
 }
 
 bool attention_with_prologue(const Context& c, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                              const Tensor& k_norm, float eps, const Tensor& positions, const Tensor& inv_freq,
                              const RopeParams& rope, const Tensor& k_cache, const Tensor& v_cache,
                              const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out,
-                             const L2Prefetch& during) {
+                             const L2Prefetch& during, __nv_bfloat16* out_split, bool* wrote_split) {
+  if (wrote_split != nullptr) *wrote_split = false;
   const int64_t rows = rows_of(q);
   if (c.attention_fused == Context::kFusedOff || (c.omit & (kOmitPrologue | kOmitAttention)) != 0 || rows == 0 ||
       rows > kMaxDecodeRows ||
@@ -1680,6 +1695,10 @@ bool attention_with_prologue(const Context& c, const Tensor& q, const Tensor& k,
   f.counters = c.attention_counters;
   f.merge = a.n_partitions <= std::min(c.attention_fused_merge_max_partitions, fused_merge_max_partitions(decode_ring(c, a)));
   f.early_trigger = c.attention_fused_early_trigger;
+  // The merge kernel writes o_proj's split (the merge in the fused kernel's last blocks does not).
+  const bool split = out_split != nullptr && !f.merge && !(c.omit & kOmitMerge);
+  if (split) a.out_split = out_split;
+  if (wrote_split != nullptr) *wrote_split = split;
   if (call.bf16_cache) launch_decode<bf16, true>(c, a, true);
   else launch_decode<float, true>(c, a, true);
   return true;

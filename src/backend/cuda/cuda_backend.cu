@@ -176,6 +176,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
     impl->ctx.mma_one_row_stages = v[0] - '0';
   }
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_NORM_HANDOFF", "on", "off", impl->ctx.norm_handoff));
+  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_SPLIT", "on", "off", impl->ctx.attention_split));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_QKV_PROLOGUE", "on", "off", impl->ctx.qkv_prologue));
   if (const char* f = std::getenv("HELIUM_CUDA_ATTN_FUSED"); f != nullptr && *f) {
     const std::string_view v(f);
@@ -439,6 +440,7 @@ CudaBackend::StreamCounts CudaBackend::layer_stream_counts() const {
 }
 
 int64_t CudaBackend::qkv_prologue_count() const { return impl_->qkv_prologues; }
+int64_t CudaBackend::attention_split_count() const { return impl_->attention_splits; }
 
 void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
   impl_->forget_hints();
@@ -461,13 +463,15 @@ void CudaBackend::prefetch(const Tensor& w, int stacked) {
   impl_->pending_prefetch = {w, stacked};
 }
 
+// x's split when the attention op before wrote it for x (o_proj after decode attention: no split kernel).
 void CudaBackend::matmul_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor scratch, Tensor y) {
   cuda::NormHandoff slot;
   const cuda::NormHandoff* next = impl_->take_pending(y, slot);
+  const __nv_bfloat16* presplit = impl_->take_split(x);
   impl_->forget_hints();
   if (impl_->ctx.omit & cuda::kOmitO) return;
   const Impl::Enqueue enqueue(impl_->ctx);
-  if (cuda::matmul_add(impl_->ctx, x, w, bias, scratch, y, next)) impl_->wrote(y, slot);
+  if (cuda::matmul_add(impl_->ctx, x, w, bias, scratch, y, next, presplit)) impl_->wrote(y, slot);
 }
 
 void CudaBackend::matmul_split(const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) {
@@ -537,13 +541,17 @@ void CudaBackend::qk_norm_rope_attention(Tensor q, Tensor k, const Tensor& v, co
                                          const AttentionShape& shape, const AttentionLayout& layout, Tensor out) {
   const cuda::L2Prefetch during = impl_->take_prefetch(impl_->ctx.prefetch_attention_bytes);
   impl_->forget_hints();
+  __nv_bfloat16* split = impl_->attention_split_for(out);
+  bool wrote = false;
   if (cuda::attention_with_prologue(impl_->ctx, q, k, v, q_norm, k_norm, eps, positions, inv_freq, rope, k_cache,
-                                    v_cache, shape, layout, out, during))
+                                    v_cache, shape, layout, out, during, split, &wrote)) {
+    impl_->wrote_split(wrote, out, split);
     return;
+  }
   if (!(impl_->ctx.omit & cuda::kOmitPrologue))
     cuda::qk_norm_rope_kv_write(impl_->ctx, q, k, v, q_norm, k_norm, eps, shape.n_heads, shape.n_kv_heads, positions,
                                 inv_freq, rope, layout.write_slots, k_cache, v_cache);
-  cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out, during);
+  impl_->wrote_split(cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out, during, split), out, split);
 }
 // Decode rows (1-4) with HELIUM_CUDA_QKV_PROLOGUE=on (Context::qkv_prologue): the q/k/v projection does the
 // prologue in its stores (cuda::rms_norm_qkv_prologue), then attention; otherwise the two ops. The same bits
@@ -581,7 +589,8 @@ void CudaBackend::rms_norm_qkv_attention(const Tensor& x, const Tensor& norm_w, 
   else
     cuda::qk_norm_rope_kv_write(impl_->ctx, q, k, v, q_norm, k_norm, eps, shape.n_heads, shape.n_kv_heads, positions,
                                 inv_freq, rope, layout.write_slots, k_cache, v_cache);
-  cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out, during);
+  __nv_bfloat16* split = impl_->attention_split_for(out);
+  impl_->wrote_split(cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out, during, split), out, split);
 }
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, bool zero_centred, Tensor y) {
   impl_->forget_hints();
@@ -599,7 +608,8 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
                             const AttentionLayout& layout, Tensor out) {
   const cuda::L2Prefetch during = impl_->take_prefetch(impl_->ctx.prefetch_attention_bytes);
   impl_->forget_hints();
-  cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out, during);
+  __nv_bfloat16* split = impl_->attention_split_for(out);
+  impl_->wrote_split(cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out, during, split), out, split);
 }
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
   impl_->forget_hints();

@@ -81,6 +81,9 @@ class CudaBackend final : public Backend {
   // Decode steps' q/k/v projections that did the attention prologue in their stores so far
   // (rms_norm_qkv_attention; cuda_ops.cuh, rms_norm_qkv_prologue): for tests.
   int64_t qkv_prologue_count() const;
+  // matmul_adds that read the split of their x written by the attention op before them (decode attention's
+  // merge for o_proj; cuda_ops.cuh, attention_split_slot) so far: for tests.
+  int64_t attention_split_count() const;
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) override;

@@ -46,10 +46,38 @@ struct CudaBackend::Impl {
     Tensor w;
     int stacked = 1;
   } pending_prefetch;
+  // The split of a decode attention's output that its merge wrote (cuda::attention_split_slot), for the
+  // one op after it if that op is matmul_add on the same output (o_proj); any other op forgets it.
+  struct ReadySplit {
+    const void* x = nullptr;
+    int64_t rows = 0, cols = 0;
+    __nv_bfloat16* split = nullptr;
+  } ready_split;
+  int64_t attention_splits = 0;  // CudaBackend::attention_split_count
   void forget_hints() {
     pending_norm = {};
     ready_norm = {};
     pending_prefetch = {};
+    ready_split = {};
+  }
+  // Where an attention op writing `out` may have its merge write out's split (null: no handoff).
+  __nv_bfloat16* attention_split_for(const Tensor& out) const {
+    if (!ctx.attention_split || out.dtype != DType::F32) return nullptr;
+    return cuda::attention_split_slot(ctx, cuda::rows_of(out), cuda::cols_of(out));
+  }
+  // After an attention op whose merge wrote the split of `out` (its return value `wrote`).
+  void wrote_split(bool wrote, const Tensor& out, __nv_bfloat16* split) {
+    if (wrote) ready_split = {out.data, cuda::rows_of(out), cuda::cols_of(out), split};
+  }
+  // The split for an op reading x, taken (and forgotten): null when none was written for it.
+  const __nv_bfloat16* take_split(const Tensor& x) {
+    const ReadySplit r = ready_split;
+    ready_split = {};
+    if (r.x == nullptr || r.x != x.data || x.dtype != DType::F32 || r.rows != cuda::rows_of(x) ||
+        r.cols != cuda::cols_of(x))
+      return nullptr;
+    ++attention_splits;
+    return r.split;
   }
   // The hinted weight's first `cap` bytes, for the op about to run (which forgets the hint itself).
   cuda::L2Prefetch take_prefetch(int64_t cap) const {

@@ -127,6 +127,10 @@ struct Context {
   // Norm handoffs between decode matmuls (NormHandoff; Backend::prepare_norm): on unless
   // HELIUM_CUDA_NORM_HANDOFF=off.
   bool norm_handoff = true;
+  // Decode attention's merge writes the split of its output for o_proj (attention_split_slot), which o_proj's
+  // tensor-core matmul reads with no split kernel between them: on unless HELIUM_CUDA_ATTN_SPLIT=off. The
+  // same bits either way.
+  bool attention_split = true;
   // The q/k/v projection of decode rows does the attention prologue in its stores (rms_norm_qkv_prologue:
   // the last item stored of each head normalises, rotates and caches it; no prologue kernel) with
   // HELIUM_CUDA_QKV_PROLOGUE=on. The same bits either way. Off by default: on the H200 (Qwen3-8B shape,
@@ -325,10 +329,16 @@ struct NormHandoff {
 // The handoff's place in Context::matmul_scratch (after x's split and the MLP activation's), or one with
 // null pointers when the scratch has none for rows × n.
 NormHandoff norm_handoff_slot(const Context& c, int64_t rows, int64_t n);
+// Where decode attention's merge writes the split of its output for o_proj (attention's out_split): x's
+// split region of Context::matmul_scratch, which o_proj's split kernel would write; null when the scratch
+// has no room for rows × n.
+__nv_bfloat16* attention_split_slot(const Context& c, int64_t rows, int64_t n);
 // With next (a slot of norm_handoff_slot), also writes the handoff for x = y; true when it did (decode rows
-// on the tensor-core kernel with a BF16 w), false when y holds only the sum.
+// on the tensor-core kernel with a BF16 w), false when y holds only the sum. presplit: x's split, already
+// written (attention_split_slot), which the tensor-core kernel then reads instead of splitting x (the same
+// bits); other paths read x.
 bool matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
-                const Tensor& y, const NormHandoff* next = nullptr);
+                const Tensor& y, const NormHandoff* next = nullptr, const __nv_bfloat16* presplit = nullptr);
 void rms_norm(const Context& c, const Tensor& x, const Tensor& w, float eps, bool zero_centred, const Tensor& y);
 // The fused forms of Backend (backend.h): bitwise their unfused sequences, except with a handoff (pre: the
 // one matmul_add or rms_norm_swiglu_mlp_add wrote for this x and norm_w).
@@ -401,9 +411,12 @@ void rope(const Context& c, const Tensor& x, int heads, const Tensor& positions,
 void kv_write(const Context& c, const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_cache,
               const Tensor& v_cache);
 // during: what decode attention's partition blocks prefetch as they start (for the op after it).
-void attention(const Context& c, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+// out_split: where decode attention's merge also writes out's split for o_proj's tensor-core matmul
+// (attention_split_slot; rows 2r and 2r + 1 the split of out's row r, as split_x_kernel would make it), or
+// null. True when it was written (decode rows, the merge kernel run).
+bool attention(const Context& c, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out,
-               const L2Prefetch& during = {});
+               const L2Prefetch& during = {}, __nv_bfloat16* out_split = nullptr);
 void swiglu(const Context& c, const Tensor& gate, const Tensor& up, const Tensor& out);
 void add(const Context& c, const Tensor& a, const Tensor& b, const Tensor& out);
 void gather_rows(const Context& c, const Tensor& x, const Tensor& index, const Tensor& out);
@@ -430,7 +443,8 @@ bool attention_with_prologue(const Context& c, const Tensor& q, const Tensor& k,
                              const Tensor& k_norm, float eps, const Tensor& positions, const Tensor& inv_freq,
                              const RopeParams& rope, const Tensor& k_cache, const Tensor& v_cache,
                              const AttentionShape& shape, const AttentionLayout& layout, const Tensor& out,
-                             const L2Prefetch& during = {});
+                             const L2Prefetch& during = {}, __nv_bfloat16* out_split = nullptr,
+                             bool* wrote_split = nullptr);
 
 // Scratch the attention kernels need for a configuration; CudaBackend reserves the maximum at creation.
 size_t attention_scratch_floats(int max_rows, int max_heads, int max_head_dim, int64_t max_context,

@@ -23,6 +23,15 @@ __device__ __forceinline__ float load_as_f32(const void* p, int64_t i, DType t) 
   }
 }
 
+// The split of one element for the tensor-core decode matmul (matmul.cu): hi = bf16(v), lo = bf16(v - hi),
+// both rounded to nearest. Every writer of a split (split_x_kernel, gate/up's store of the activation for
+// down, a norm handoff's producer, decode attention's merge for o_proj) goes through it: the matmul's bits
+// rest on them being the same.
+__device__ __forceinline__ void split_bf16(float v, __nv_bfloat16& hi, __nv_bfloat16& lo) {
+  hi = __float2bfloat16_rn(v);
+  lo = __float2bfloat16_rn(__fsub_rn(v, __bfloat162float(hi)));
+}
+
 // A KV-cache element: F32 as it is, or BF16 rounded to nearest even (kv_write and the fused prologue).
 __device__ __forceinline__ void store_cache(void* cache, bool bf16, int64_t i, float value) {
   if (bf16) static_cast<__nv_bfloat16*>(cache)[i] = __float2bfloat16_rn(value);

@@ -576,14 +576,6 @@ constexpr size_t mma_smem_bytes(int row_group, int stages) {
 // eight rows an ldmatrix phase reads fall in eight different bank groups.
 __device__ __forceinline__ int mma_swizzle(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
 
-// The split of one element: hi = bf16(v), lo = bf16(v - hi), both rounded to nearest. Every writer of a split
-// (split_x_kernel, gate/up's store of the activation for down) goes through it: the matmul's bits rest on
-// them being the same.
-__device__ __forceinline__ void split_bf16(float v, __nv_bfloat16& hi, __nv_bfloat16& lo) {
-  hi = __float2bfloat16_rn(v);
-  lo = __float2bfloat16_rn(__fsub_rn(v, __bfloat162float(hi)));
-}
-
 __device__ __forceinline__ void ldmatrix_x2(uint32_t& b0, uint32_t& b1, const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(b0), "=r"(b1) : "r"(shared_address(p)));
 }
@@ -2231,6 +2223,14 @@ NormHandoff norm_handoff_slot(const Context& c, int64_t rows, int64_t n) {
   return h;
 }
 
+__nv_bfloat16* attention_split_slot(const Context& c, int64_t rows, int64_t n) {
+  const size_t region = c.matmul_split_region;
+  if (c.matmul_scratch == nullptr || region == 0 || rows > kMaxDecodeRows || static_cast<size_t>(rows * n) * 4 > region ||
+      !aligned_16(c.matmul_scratch))
+    return nullptr;
+  return static_cast<__nv_bfloat16*>(c.matmul_scratch);  // region 0: x's split (launch_mma's split_x_kernel)
+}
+
 bool matmul_decode_config_valid(const MatmulDecodeConfig& cfg, DType w_dtype) {
   if (cfg.mma_stages != 0)
     return w_dtype == DType::BF16 && (cfg.mma_stages == 4 || cfg.mma_stages == 6 || cfg.mma_stages == 8) &&
@@ -2318,7 +2318,7 @@ void matmul(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bi
 // Decode rows: the residual add happens in the kernel's store (y read, added, written: the bits of a
 // separate add); other rows: matmul into scratch, then add.
 bool matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
-                const Tensor& y, const NormHandoff* next) {
+                const Tensor& y, const NormHandoff* next, const __nv_bfloat16* presplit) {
   const MatmulShape shape = check_operands("matmul_add", x, w, bias, y);
   if (shape.rows == 0 || shape.n == 0) return false;
   if (shape.rows > kMaxDecodeRows || !decode_vector_loads_ok(x, w, shape.k)) {
@@ -2329,9 +2329,10 @@ bool matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor
     return false;
   }
   const MatmulDecodeConfig cfg = decode_config_for(c, shape, w.dtype);
-  const bool handoff = next != nullptr && next->split != nullptr && cfg.mma_stages > 0 && mma_operands_ok(w, shape.k);
+  const bool mma = cfg.mma_stages > 0 && mma_operands_ok(w, shape.k);
+  const bool handoff = next != nullptr && next->split != nullptr && mma;
   launch_decode(c, x, w, bias, std::span<const Tensor>(&y, 1), shape, cfg, /*accumulate=*/true, {}, Tensor(), nullptr,
-                nullptr, handoff ? next : nullptr);
+                mma ? presplit : nullptr, handoff ? next : nullptr);
   return handoff;
 }
 

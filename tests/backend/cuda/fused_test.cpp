@@ -1,7 +1,7 @@
 // tests/backend/cuda/fused_test.cpp — the CUDA backend's fused ops (backend.h: rms_norm_matmul_split,
 // swiglu_matmul_add, swiglu_mlp_add, qk_norm_rope_kv_write, qk_norm_rope_attention, rms_norm_qkv_attention)
 // are bitwise the unfused sequences they stand for (a norm handoff, prepare_norm: within the split's
-// precision, and batch-invariant), on the
+// precision, and batch-invariant; attention's split for o_proj: bitwise), on the
 // decode path (rows <= kMaxDecodeRows, where the kernels fuse) and past it (where they fall back), and
 // with the environment's programmatic dependent launch on or off; and the backend's environment switches
 // refuse malformed values by name. Skips without a CUDA device.
@@ -561,6 +561,104 @@ TEST_F(CudaFusedTest, RmsNormQkvAttentionIsTheSequence) {
           }
 }
 
+// The attention ops followed by o_proj's matmul_add on their output (the dense model's order): on decode rows
+// the merge writes the output's split and o_proj reads it with no split kernel (attention_split_count). The
+// output and the residual after o_proj are bitwise those of the same ops with another op between them
+// (which makes o_proj split its x itself), for each attention op, rows 1-64 of sequences at contexts across
+// the partition tiers (64 and 128 keys) and 65 rows (past the decode rows: no split); and a row alone is
+// bitwise that row of a 64-row batch.
+TEST_F(CudaFusedTest, AttentionSplitForOProjIsTheSequence) {
+  std::mt19937 rng(53);
+  // Sequence s's pages: its last (where its own key goes) page kShared + s, the others drawn from kShared
+  // pages that every sequence reads and none writes.
+  constexpr int n_heads = 8, n_kv = 2, hd = 128, page = 16, max_pages = 192, kShared = 256, max_rows = 65;
+  const int64_t hidden = 1024, q_dim = int64_t{n_heads} * hd, kv_dim = int64_t{n_kv} * hd, n_qkv = q_dim + 2 * kv_dim;
+  const int64_t slots_total = int64_t{kShared + max_rows} * page;
+  const Tensor w_qkv = upload(random_reals(rng, static_cast<size_t>(n_qkv * hidden), -0.06f, 0.06f), DType::BF16,
+                              {n_qkv, hidden});
+  const Tensor norm_w = upload(random_reals(rng, static_cast<size_t>(hidden), 0.5f, 1.5f), DType::BF16, {hidden});
+  const Tensor q_norm = upload(random_reals(rng, static_cast<size_t>(hd), 0.5f, 1.5f), DType::BF16, {hd});
+  const Tensor k_norm = upload(random_reals(rng, static_cast<size_t>(hd), 0.5f, 1.5f), DType::BF16, {hd});
+  const Tensor w_o = upload(random_reals(rng, static_cast<size_t>(hidden * q_dim), -0.05f, 0.05f), DType::BF16,
+                            {hidden, q_dim});
+  const std::vector<float> xv = random_reals(rng, static_cast<size_t>(max_rows * hidden), -2.0f, 2.0f);
+  const std::vector<float> cache_values = random_reals(rng, static_cast<size_t>(slots_total * kv_dim));
+  std::vector<float> inv_freq(static_cast<size_t>(hd / 2));
+  for (size_t i = 0; i < inv_freq.size(); ++i)
+    inv_freq[i] = std::pow(10000.0f, -2.0f * static_cast<float>(i) / static_cast<float>(hd));
+  const Tensor inv = upload(inv_freq, DType::F32, {static_cast<int64_t>(inv_freq.size())});
+  const RopeParams rope{hd, hd, 1.0f};
+  const AttentionShape shape{n_heads, n_kv, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
+  const Tensor scratch = zeros({max_rows, hidden}), spare = zeros({1, 8}), spare_out = zeros({1, 8});
+  enum Op { kQkvAttention, kQkNormRopeAttention, kAttention };
+
+  // Rows [first, first + rows) of the 65 sequences (sequence s: 37 + 45 s keys, its own the last); returns
+  // (attention output, x after o_proj).
+  auto run = [&](Op op, int first, int rows, bool between) {
+    std::vector<int32_t> tables, row_table, prefix, positions, write_slots;
+    for (int r = 0; r < rows; ++r) {
+      const int s = first + r;
+      prefix.push_back(37 + 45 * s);
+      positions.push_back(prefix.back() - 1);
+      const int last_page = positions.back() / page;
+      for (int p = 0; p < max_pages; ++p) tables.push_back(p == last_page ? kShared + s : (p * 7 + s * 13) % kShared);
+      row_table.push_back(r);
+      write_slots.push_back(tables[static_cast<size_t>(r * max_pages + positions.back() / page)] * page + positions.back() % page);
+    }
+    auto ints = [&](const std::vector<int32_t>& v, std::initializer_list<int64_t> sh) {
+      const Tensor t = zeros(sh, DType::I32);
+      backend_->copy_to_device(t, v.data());
+      return t;
+    };
+    AttentionLayout layout;
+    layout.page_size = page;
+    layout.block_tables = ints(tables, {rows, max_pages});
+    layout.row_table = ints(row_table, {rows});
+    layout.prefix_lens = ints(prefix, {rows});
+    layout.write_slots = ints(write_slots, {rows});
+    layout.max_keys = *std::max_element(prefix.begin(), prefix.end());
+    const Tensor pos = ints(positions, {rows});
+    const std::vector<float> x_rows(xv.begin() + int64_t{first} * hidden, xv.begin() + int64_t{first + rows} * hidden);
+    const Tensor x = upload(x_rows, DType::F32, {rows, hidden}), xn = zeros({rows, hidden});
+    const Tensor q = zeros({rows, q_dim}), k = zeros({rows, kv_dim}), v = zeros({rows, kv_dim});
+    const Tensor kc = upload(cache_values, DType::BF16, {slots_total, kv_dim});
+    const Tensor vc = upload(cache_values, DType::BF16, {slots_total, kv_dim});
+    const Tensor out = zeros({rows, q_dim});
+    const Tensor qkv[] = {q, k, v};
+    if (op != kQkvAttention) backend_->rms_norm_matmul_split(x, norm_w, 1e-6f, false, xn, w_qkv, Tensor(), qkv);
+    if (op == kAttention) backend_->qk_norm_rope_kv_write(q, k, v, q_norm, k_norm, 1e-6f, n_heads, n_kv, pos, inv, rope,
+                                                          layout.write_slots, kc, vc);
+    if (op == kQkvAttention)
+      backend_->rms_norm_qkv_attention(x, norm_w, 1e-6f, xn, w_qkv, Tensor(), q, k, v, q_norm, k_norm, pos, inv, rope, kc,
+                                       vc, shape, layout, out);
+    else if (op == kQkNormRopeAttention)
+      backend_->qk_norm_rope_attention(q, k, v, q_norm, k_norm, 1e-6f, pos, inv, rope, kc, vc, shape, layout, out);
+    else
+      backend_->attention(q, kc, vc, shape, layout, out);
+    if (between) backend_->add(spare, spare, spare_out);  // any op: o_proj then splits its x itself
+    backend_->matmul_add(out, w_o, Tensor(), scratch.first_rows(rows), x);
+    return std::vector<std::vector<uint8_t>>{download(out), download(x)};
+  };
+  for (Op op : {kQkvAttention, kQkNormRopeAttention, kAttention})
+    for (int rows : {1, 2, 4, 5, 64, 65}) {
+      const std::string what = "op " + std::to_string(op) + ", " + std::to_string(rows) + " rows";
+      const auto sequence = run(op, 0, rows, true);
+      const int64_t before = backend_->attention_split_count();
+      const auto handed = run(op, 0, rows, false);
+      EXPECT_EQ(backend_->attention_split_count() - before, rows <= kMaxDecodeRows ? 1 : 0) << what;
+      EXPECT_EQ(first_difference(sequence[0], handed[0]), -1) << what << ": attention output";
+      EXPECT_EQ(first_difference(sequence[1], handed[1]), -1) << what << ": x after o_proj";
+    }
+  const auto together = run(kQkvAttention, 0, 64, false);
+  for (int r : {0, 17, 63}) {
+    const auto alone = run(kQkvAttention, r, 1, false);
+    for (size_t part = 0; part < alone.size(); ++part) {
+      const size_t width = alone[part].size();
+      EXPECT_EQ(std::memcmp(alone[part].data(), together[part].data() + r * width, width), 0) << "row " << r << ", part " << part;
+    }
+  }
+}
+
 // qk_norm_rope_attention on decode rows (one kernel: the attention blocks normalise and rotate their
 // queries, compute the step's own keys where they would load them, write the rows' K/V, and with few
 // partitions merge in the last block) against the base class's sequence qk_norm_rope_kv_write then
@@ -964,6 +1062,7 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_MMA_EVICT_FIRST", "1", "off"},
                {"HELIUM_CUDA_MATMUL", "tensor", "mma"},
                {"HELIUM_CUDA_NORM_HANDOFF", "yes", "off"},
+               {"HELIUM_CUDA_ATTN_SPLIT", "yes", "off"},
                {"HELIUM_CUDA_QKV_PROLOGUE", "fused", "off"},
                {"HELIUM_CUDA_ATTN_FUSED", "fused", "all"},
                {"HELIUM_CUDA_ATTN_FUSED_TRIGGER", "early", "late"},
