@@ -109,6 +109,9 @@ struct AttentionArgs {
   bool early_kv;              // decode: keys this step does not write are loaded before pdl_wait (Context)
   bool no_math;               // diagnostic (HELIUM_CUDA_OMIT=attn_math): decode streams K/V, computes nothing
   bool merge_early_trigger = false;  // decode: the merge lets the next kernel launch before its wait (Context)
+  // Decode, the partition kernel without the prologue: lets the merge launch once the block's K/V loads have
+  // landed instead of at its start (Context::partition_late_trigger_keys).
+  bool partition_late_trigger = false;
   // Decode: the merge also writes out's split for o_proj's tensor-core matmul (split_bf16; rows 2r and
   // 2r + 1 of a (2 · rows, n_heads · head_dim) BF16 tensor), or null (attention's out_split).
   __nv_bfloat16* out_split = nullptr;
@@ -499,7 +502,9 @@ __device__ __forceinline__ void write_row_kv(const AttentionArgs& a, int row, in
 template <typename T, int kHeadDim, int kGroup, Ring kRing, bool kFused>
 __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
     attention_decode_partition(const AttentionArgs a) {
-  if (!kFused || a.fused.early_trigger) pdl_launch_dependents();  // the next kernel may start its own independent loads
+  // The next kernel may start its own independent loads: at once, or once this block's K/V have landed.
+  const bool late_trigger = kFused ? !a.fused.early_trigger : a.partition_late_trigger;
+  if (!late_trigger) pdl_launch_dependents();
   using Tr = DecodeTraits<T, kHeadDim, kGroup, kRing, kFused>;
   extern __shared__ __align__(16) uint8_t smem[];
   T* s_ring = reinterpret_cast<T*>(smem);                               // [stages][chunk keys][head_dim]
@@ -811,9 +816,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
     }
     __syncthreads();  // the stage is free for chunk c + Tr::kStages
   }
-  if constexpr (kFused) {
-    if (!a.fused.early_trigger) pdl_launch_dependents();  // every K/V load of this block has landed
-  }
+  if (late_trigger) pdl_launch_dependents();  // every K/V load of this block has landed
   attention_stamp(a, 6);
   cp_async_wait<0>();  // only empty groups remain; keeps the ring idle before s_red reuses it
   __syncthreads();
@@ -1602,6 +1605,7 @@ AttentionCall prepare_attention(const Context& c, const Tensor& q, const Tensor&
     a.early_kv = c.attention_early_kv;
     a.no_math = (c.omit & kOmitAttnMath) != 0;
     a.merge_early_trigger = layout.max_keys >= c.merge_early_trigger_keys;
+    a.partition_late_trigger = layout.max_keys < c.partition_late_trigger_keys;
     a.trace = c.attention_trace;
     // The tuned partition kernel's (the generic one's blocks do not prefetch); only while the step's K/V are
     // short enough that the memory has time to spare.

@@ -169,6 +169,10 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_MERGE_TRIGGER_KEYS", "a key count", 0,
                                       std::numeric_limits<int>::max(), merge_trigger_keys));
   impl->ctx.merge_early_trigger_keys = static_cast<int>(merge_trigger_keys);
+  long late_keys = impl->ctx.partition_late_trigger_keys;
+  HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_PARTITION_LATE_KEYS", "a key count", 0,
+                                      std::numeric_limits<int>::max(), late_keys));
+  impl->ctx.partition_late_trigger_keys = static_cast<int>(late_keys);
   if (const char* r = std::getenv("HELIUM_CUDA_MMA_ONE_ROW"); r != nullptr && *r) {
     const std::string_view v(r);
     if (v != "0" && v != "6" && v != "7" && v != "8")

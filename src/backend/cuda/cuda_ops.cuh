@@ -165,6 +165,11 @@ struct Context {
   // 256 tokens, two rounds: 178.3 / 177.4 tok/s against 175.9 / 176.1 without it; docs/benchmarks.md,
   // twenty-first session, call 2), not with o_proj's blocks at 8 stages (173.8 / 173.7, the same call).
   int merge_early_trigger_keys = 16384;
+  // Decode attention's partition kernel (without the prologue) lets the merge launch only once each block's
+  // K/V loads have landed, instead of at its start, when the step's longest row has fewer keys than this
+  // (0: never). With the merge's early trigger, o_proj's first weight rounds then follow attention's own
+  // loads instead of queueing with them. HELIUM_CUDA_PARTITION_LATE_KEYS=N. Off by default.
+  int partition_late_trigger_keys = 0;
   // One-row launches of the tensor-core decode matmul take its one-row instance (a stage of 2,304 bytes:
   // x's two split rows only, so more blocks fit a multiprocessor) with this many stages per warp ring (6, 7
   // or 8; 0: the tuned depth on the four-row instance). HELIUM_CUDA_MMA_ONE_ROW=0|6|7|8. The same bits
