@@ -1063,6 +1063,8 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_MATMUL", "tensor", "mma"},
                {"HELIUM_CUDA_NORM_HANDOFF", "yes", "off"},
                {"HELIUM_CUDA_ATTN_SPLIT", "yes", "off"},
+               {"HELIUM_CUDA_PARTITION_LATE_KEYS", "soon", "0"},
+               {"HELIUM_CUDA_MERGE_TRIGGER_KEYS", "-1", "0"},
                {"HELIUM_CUDA_QKV_PROLOGUE", "fused", "off"},
                {"HELIUM_CUDA_ATTN_FUSED", "fused", "all"},
                {"HELIUM_CUDA_ATTN_FUSED_TRIGGER", "early", "late"},
