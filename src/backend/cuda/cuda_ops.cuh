@@ -167,13 +167,15 @@ struct Context {
   int merge_early_trigger_keys = 16384;
   // Decode attention's partition kernel (without the prologue) lets the merge launch only once each block's
   // K/V loads have landed, instead of at its start, when the step's longest row has fewer keys than this
-  // (0: never; HELIUM_CUDA_PARTITION_LATE_KEYS=N). On the H200 (Qwen3-8B shape, 256 tokens, two rounds;
-  // docs/benchmarks.md, twenty-second session, call 3) below 16K keys: 228.95 / 229.85 tok/s at 1K against
-  // 226.24 / 226.11 triggering at the start, 204.85 / 204.37 at 8K against 203.86 / 204.45; with the merge's
-  // early trigger at every context as well (o_proj's first weight rounds after attention's own loads) 229.09
-  // / 228.82 and 204.51 / 204.69 — the gain is the merge's blocks launching later, not o_proj's. From 16K
-  // keys the merge's early trigger (merge_early_trigger_keys) wants the merge launched at the start.
-  int partition_late_trigger_keys = 16384;
+  // (0: never; HELIUM_CUDA_PARTITION_LATE_KEYS=N). A recorded decode graph's max_keys is a power-of-two
+  // bucket of its longest row (dense_transformer.cpp): 2,048 for the benchmark's 1K steps, 16,384 for its 8K
+  // steps, the context (33,296) for its 32K steps. On the H200 (Qwen3-8B shape, 256 tokens, two rounds;
+  // docs/benchmarks.md, twenty-second session): below 16,384 (1K late, 8K not) 228.95 / 229.85 tok/s at 1K
+  // against 226.24 / 226.11 triggering at the start (call 3); below 65,536 (every context late) 207.97 /
+  // 207.88 at 8K against 204.60 / 204.30 and 180.35 / 180.74 at 32K against 184.29 / 183.95 (call 4). So
+  // late up to the 16K bucket, at the start beyond, where the merge's early trigger (from 16K keys) has
+  // o_proj's blocks take the multiprocessors the partitions leave. Contexts between 16K and 32K: not measured.
+  int partition_late_trigger_keys = 32768;
   // One-row launches of the tensor-core decode matmul take its one-row instance (a stage of 2,304 bytes:
   // x's two split rows only, so more blocks fit a multiprocessor) with this many stages per warp ring (6, 7
   // or 8; 0: the tuned depth on the four-row instance). HELIUM_CUDA_MMA_ONE_ROW=0|6|7|8. The same bits
