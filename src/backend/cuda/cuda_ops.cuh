@@ -156,10 +156,12 @@ struct Context {
   // shape, 256 tokens, two rounds; docs/benchmarks.md, twenty-first session): 215.4 / 216.2 tok/s at 1K
   // against 214.7 / 213.9, 174.3 / 174.2 at 32K against 173.0 / 172.4.
   bool prologue_early_trigger = true;
-  // The attention merge lets the next kernel (o_proj's split, then o_proj) launch at its start, not after
-  // its wait, when the step's longest row has at least this many keys (INT_MAX: never): o_proj's blocks
-  // then take the multiprocessors the partition blocks leave and issue their first weight rounds in the
-  // partitions' tail. HELIUM_CUDA_MERGE_TRIGGER_KEYS=N. At 1K it let o_proj's early weight traffic slow the
+  // The attention merge lets the next kernel (o_proj, or its split kernel without attention_split) launch
+  // at its start, not after its wait, when the step's longest row has at least this many keys (INT_MAX:
+  // never): o_proj's blocks then take the multiprocessors the partition blocks leave and issue their first
+  // weight rounds in the partitions' tail. In a recorded decode graph the longest row is the graph's
+  // power-of-two key bucket (dense_transformer.cpp): the benchmark's 8K steps (the 16K bucket) have it too.
+  // HELIUM_CUDA_MERGE_TRIGGER_KEYS=N. At 1K it let o_proj's early weight traffic slow the
   // latency-bound attention (docs/benchmarks.md, eighth session); from 16K keys (the 512-key partitions'
   // one long wave) it paid on the H200 with the one-row matmul instance at 6 stages (Qwen3-8B shape, 32K,
   // 256 tokens, two rounds: 178.3 / 177.4 tok/s against 175.9 / 176.1 without it; docs/benchmarks.md,
