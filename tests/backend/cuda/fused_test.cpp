@@ -87,6 +87,25 @@ class CudaFusedTest : public ::testing::Test {
     Tensor t(nullptr, dtype, shape);
     return upload(std::vector<float>(static_cast<size_t>(t.numel()), 0.0f), dtype, shape);
   }
+  // A device I32 tensor holding `values`.
+  Tensor ints(const std::vector<int32_t>& values, std::initializer_list<int64_t> shape) {
+    const Tensor t = zeros(shape, DType::I32);
+    backend_->copy_to_device(t, values.data());
+    return t;
+  }
+  // The layout of `rows` decode rows, row r reading table r (tables: rows × max_pages page ids).
+  AttentionLayout decode_layout(int page, int64_t rows, int64_t max_pages, const std::vector<int32_t>& tables,
+                                const std::vector<int32_t>& row_table, const std::vector<int32_t>& prefix,
+                                const std::vector<int32_t>& write_slots) {
+    AttentionLayout layout;
+    layout.page_size = page;
+    layout.block_tables = ints(tables, {rows, max_pages});
+    layout.row_table = ints(row_table, {rows});
+    layout.prefix_lens = ints(prefix, {rows});
+    layout.write_slots = ints(write_slots, {rows});
+    layout.max_keys = *std::max_element(prefix.begin(), prefix.end());
+    return layout;
+  }
   std::vector<uint8_t> download(const Tensor& t) {
     std::vector<uint8_t> out(t.bytes());
     backend_->copy_to_host(out.data(), t);
@@ -507,18 +526,8 @@ TEST_F(CudaFusedTest, RmsNormQkvAttentionIsTheSequence) {
               write_slots[static_cast<size_t>(r)] = tables[static_cast<size_t>(r * max_pages + pos / page)] * page + pos % page;
             }
             const int64_t slots_total = int64_t{rows} * max_pages * page;
-            auto ints = [&](const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
-              const Tensor t = zeros(shape, DType::I32);
-              backend_->copy_to_device(t, v.data());
-              return t;
-            };
-            AttentionLayout layout;
-            layout.page_size = static_cast<int>(page);
-            layout.block_tables = ints(tables, {rows, max_pages});
-            layout.row_table = ints(row_table, {rows});
-            layout.prefix_lens = ints(prefix, {rows});
-            layout.write_slots = ints(write_slots, {rows});
-            layout.max_keys = *std::max_element(prefix.begin(), prefix.end());
+            const AttentionLayout layout =
+                decode_layout(static_cast<int>(page), rows, max_pages, tables, row_table, prefix, write_slots);
             const Tensor pos = ints(positions, {rows});
             std::vector<float> inv_freq(static_cast<size_t>(sh.rot_dim / 2));
             for (size_t i = 0; i < inv_freq.size(); ++i)
@@ -605,18 +614,7 @@ TEST_F(CudaFusedTest, AttentionSplitForOProjIsTheSequence) {
       row_table.push_back(r);
       write_slots.push_back(tables[static_cast<size_t>(r * max_pages + positions.back() / page)] * page + positions.back() % page);
     }
-    auto ints = [&](const std::vector<int32_t>& v, std::initializer_list<int64_t> sh) {
-      const Tensor t = zeros(sh, DType::I32);
-      backend_->copy_to_device(t, v.data());
-      return t;
-    };
-    AttentionLayout layout;
-    layout.page_size = page;
-    layout.block_tables = ints(tables, {rows, max_pages});
-    layout.row_table = ints(row_table, {rows});
-    layout.prefix_lens = ints(prefix, {rows});
-    layout.write_slots = ints(write_slots, {rows});
-    layout.max_keys = *std::max_element(prefix.begin(), prefix.end());
+    const AttentionLayout layout = decode_layout(page, rows, max_pages, tables, row_table, prefix, write_slots);
     const Tensor pos = ints(positions, {rows});
     const std::vector<float> x_rows(xv.begin() + int64_t{first} * hidden, xv.begin() + int64_t{first + rows} * hidden);
     const Tensor x = upload(x_rows, DType::F32, {rows, hidden}), xn = zeros({rows, hidden});
