@@ -30,9 +30,11 @@
 // Rows with no keys (prefix_len 0 and no tree bits) produce zeros. Device-side violations of the layout
 // contract (a page id or slot outside the cache, a row's key count above layout.max_keys, a tree bit for
 // a row outside the batch) trap: the launch fails loudly instead of reading out of bounds.
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -112,6 +114,10 @@ struct AttentionArgs {
   // Decode, the partition kernel without the prologue: lets the merge launch once the block's K/V loads have
   // landed instead of at its start (Context::partition_late_trigger_keys).
   bool partition_late_trigger = false;
+  // Decode, the partition kernel without the prologue, launched in clusters of one (row, head group)'s
+  // n_partitions blocks: the cluster merges the group's partials itself (merge_in_cluster) and no merge
+  // kernel follows (Context::attention_cluster_merge_max).
+  bool cluster_merge = false;
   // Decode: the merge also writes out's split for o_proj's tensor-core matmul (split_bf16; rows 2r and
   // 2r + 1 of a (2 · rows, n_heads · head_dim) BF16 tensor), or null (attention's out_split).
   __nv_bfloat16* out_split = nullptr;
@@ -351,6 +357,11 @@ struct DecodeTraits {
       kWide ? std::min<int>(6, static_cast<int>((kWideBlockBytes - kFixedBytes) / kStageBytes)) : 5;
   static constexpr size_t kRingBytes = size_t{kStages} * kStageBytes;
   static constexpr size_t kSmemBytes = kRingBytes + kFixedBytes;
+  // The lane groups' accumulators (s_red, in the drained ring), and after them the block's partition
+  // accumulators when its cluster merges (s_pacc, merge_in_cluster): whether both fit the ring.
+  static constexpr size_t kRedBytes = size_t{kKeySlots} * kGroup * kHeadDim * 4;
+  static constexpr bool kClusterMergeFits = !kFused && kRedBytes + size_t{kGroup} * kHeadDim * 4 <= kRingBytes &&
+                                            kScoreBytes >= size_t{33} * kGroup * 4;
 
   static_assert(kHeadDim % kElems == 0 && kElems % kVec == 0);
   static_assert(kLanesPerKey >= 1 && kLanesPerKey <= 32 && (kLanesPerKey & (kLanesPerKey - 1)) == 0);
@@ -458,6 +469,85 @@ __device__ __noinline__ void merge_in_block(const float2* partial_ml, const floa
   }
 }
 
+// The merge of one (row, head group)'s partitions by the cluster of its partition blocks (AttentionArgs::
+// cluster_merge; the cluster is the group's n_partitions blocks, rank = partition index), with exactly the
+// arithmetic of attention_decode_merge (the same weights, slices and orders, so the same bits). Each block
+// has its partition's (m, l) in s_m / s_l and its accumulators in s_pacc (a block past the row's keys has
+// none, and nobody reads them: every loop runs over the row's `parts` partitions). After a cluster barrier
+// block r computes outputs [r · per, (r + 1) · per) of the group's kGroup · kHeadDim, reading its peers'
+// shared memory: the weights w_p = exp(m_p - max m) and 1 / l (l = the l_p · w_p in partition order) of the
+// heads it needs, then per (output, slice) the sum over the slice's partitions in increasing order into
+// s_slice, then the slices in slice order. A second barrier keeps every block's shared memory alive until
+// its peers have read it. s_w / s_lw: [kGroup][16] (the score area), s_inv: [kGroup], s_slice: the drained
+// ring (never s_pacc's bytes). Not inlined (its registers stay out of the partition loop's).
+template <int kHeadDim, int kGroup>
+__device__ __noinline__ void merge_in_cluster(float* out_rows, __nv_bfloat16* out_split, int n_heads, int row,
+                                              int head0, int parts, const float* s_pacc, const float* s_m,
+                                              const float* s_l, float* s_w, float* s_lw, float* s_inv,
+                                              float* s_slice) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every block's partials are in its shared memory
+  const int csize = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+  static_assert(kHeadDim % 4 == 0);
+  constexpr int kVecs = kHeadDim / 4;  // attention_decode_merge's kVec is 4 for every tuned head_dim
+  constexpr int kSlices = kVecs >= kMergeThreads ? 1 : kMergeThreads / kVecs;
+  constexpr int kOut = kGroup * kHeadDim;
+  const int per = (kOut + csize - 1) / csize;
+  const int o0 = min(kOut, rank * per), n_out = min(kOut, o0 + per) - o0;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  float* out = out_rows + (static_cast<int64_t>(row) * n_heads + head0) * kHeadDim;
+  const int64_t width = int64_t{n_heads} * kHeadDim;
+  __nv_bfloat16* split = out_split != nullptr ? out_split + 2 * row * width + int64_t{head0} * kHeadDim : nullptr;
+  auto store = [&](int o, float v) {
+    out[o] = v;
+    if (split != nullptr) split_bf16(v, split[o], split[width + o]);
+  };
+  if (parts == 0) {  // a row without keys: zeros
+    for (int i = tid; i < n_out; i += kDecodeThreads) store(o0 + i, 0.0f);
+  } else if (n_out > 0) {
+    const int g_first = o0 / kHeadDim, g_last = (o0 + n_out - 1) / kHeadDim;
+    for (int g = g_first + warp; g <= g_last; g += kDecodeThreads / 32) {
+      float m_p = -INFINITY, l_p = 0.0f;
+      if (lane < parts) {
+        m_p = cluster.map_shared_rank(s_m, lane)[g];
+        l_p = cluster.map_shared_rank(s_l, lane)[g];
+      }
+      const float m = warp_max(m_p);  // a max: exact in any order
+      if (lane < parts) {
+        s_w[g * 16 + lane] = expf(m_p - m);
+        s_lw[g * 16 + lane] = l_p;
+      }
+      __syncwarp();
+      if (lane == 0) {
+        float l = 0.0f;
+        for (int p = 0; p < parts; ++p) l = __fmaf_rn(s_lw[g * 16 + p], s_w[g * 16 + p], l);
+        s_inv[g] = 1.0f / l;
+      }
+    }
+    __syncthreads();
+    for (int it = tid; it < n_out * kSlices; it += kDecodeThreads) {
+      const int o = o0 + it / kSlices, sl = it % kSlices, g = o / kHeadDim;
+      float sum = 0.0f;
+      for (int p = sl; p < parts; p += kSlices) sum = __fmaf_rn(cluster.map_shared_rank(s_pacc, p)[o], s_w[g * 16 + p], sum);
+      s_slice[it] = sum;
+    }
+    __syncthreads();
+    for (int i = tid; i < n_out; i += kDecodeThreads) {
+      float total = 0.0f;
+      for (int sl = 0; sl < kSlices; ++sl) total = __fadd_rn(total, s_slice[i * kSlices + sl]);
+      store(o0 + i, __fmul_rn(total, s_inv[(o0 + i) / kHeadDim]));
+    }
+  }
+  cluster.sync();  // the peers have read this block's shared memory
+#else
+  (void)out_rows, (void)out_split, (void)n_heads, (void)row, (void)head0, (void)parts, (void)s_pacc, (void)s_m;
+  (void)s_l, (void)s_w, (void)s_lw, (void)s_inv, (void)s_slice;
+  __trap();  // clusters: sm_90 on (the launcher never asks for them before)
+#endif
+}
+
 // A key of this step, one 16-byte piece (kVec elements from d0) of its K (normalised and rotated) or V,
 // computed from x, the projection's output of the writer's head, and rounded to the cache's dtype. Called
 // from issue_chunk's loop over the step's own keys only, not from its unrolled piece loop: inlined there
@@ -551,6 +641,14 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
         float* out = a.out + (static_cast<int64_t>(row) * a.n_heads + head0) * kHeadDim;
         for (int o = tid; o < kGroup * kHeadDim; o += kDecodeThreads) out[o] = 0.0f;
       }
+    } else if (Tr::kClusterMergeFits && a.cluster_merge) {
+      // No partition here, but a share of the cluster's merge (written after the previous kernels, as the
+      // merge kernel's are).
+      pdl_launch_dependents();
+      pdl_wait();
+      merge_in_cluster<kHeadDim, kGroup>(a.out, a.out_split, a.n_heads, row, head0, partition_count(rk.n_keys, a.tiers),
+                                         reinterpret_cast<const float*>(smem + Tr::kRedBytes), s_m, s_l, s_score,
+                                         s_score + 16 * kGroup, s_score + 32 * kGroup, reinterpret_cast<float*>(smem));
     }
     return;
   }
@@ -831,6 +929,20 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
         s_red[(key_group * kGroup + g) * kHeadDim + (v * Tr::kLanesPerKey + lane_k) * Tr::kVec + e] =
             acc[g][v * Tr::kVec + e];
   __syncthreads();
+  if (Tr::kClusterMergeFits && a.cluster_merge) {  // the partials stay in shared memory for the cluster's merge
+    float* s_pacc = reinterpret_cast<float*>(smem + Tr::kRedBytes);
+    for (int o = tid; o < kGroup * kHeadDim; o += kDecodeThreads) {
+      const int g = o / kHeadDim, d = o % kHeadDim;
+      float sum = 0.0f;
+      for (int s = 0; s < Tr::kKeySlots; ++s) sum += s_red[(s * kGroup + g) * kHeadDim + d];
+      s_pacc[o] = sum;
+    }
+    attention_stamp(a, 7);
+    merge_in_cluster<kHeadDim, kGroup>(a.out, a.out_split, a.n_heads, row, head0, partition_count(rk.n_keys, a.tiers),
+                                       s_pacc, s_m, s_l, s_score, s_score + 16 * kGroup, s_score + 32 * kGroup,
+                                       reinterpret_cast<float*>(smem));
+    return;
+  }
   const int64_t part_index = (static_cast<int64_t>(row) * a.n_heads + head0) * a.n_partitions + part;
   for (int o = tid; o < kGroup * kHeadDim; o += kDecodeThreads) {
     const int g = o / kHeadDim, d = o % kHeadDim;
@@ -1425,18 +1537,78 @@ Ring decode_ring(const Context& c, const AttentionArgs& a) {
 // wave, and its early loads take the memory from the prologue it waits for. H200, Qwen3-8B shape
 // (docs/benchmarks.md, ninth session), decode tok/s with early loads in every grid / none: 1K 207.0 /
 // 205.4-205.7 (128 blocks, one wave), 32K 163.3-163.6 / 164.6-164.7 (1,024 blocks, two waves).
+// The partition kernel launched in clusters of one (row, head group)'s a.n_partitions blocks, which merge
+// the group's partials themselves (merge_in_cluster), when the instance has room for it and every cluster of
+// the grid can be resident at once (cudaOccupancyMaxActiveClusters, asked once per instance and cluster
+// size); false: nothing launched. The blocks keep their compact size (no spread): a cluster must fit in
+// one GPC.
+template <typename T, int kHeadDim, int kGroup, Ring kRing>
+bool launch_decode_partition_clusters(const Context& c, const AttentionArgs& a) {
+  using Tr = DecodeTraits<T, kHeadDim, kGroup, kRing, false>;
+  if constexpr (!Tr::kClusterMergeFits) {
+    (void)c, (void)a;
+    return false;
+  } else {
+    auto kernel = attention_decode_partition<T, kHeadDim, kGroup, kRing, false>;
+    const int size = a.n_partitions;
+    const size_t smem = Tr::kSmemBytes + c.attention_smem_pad;
+    const dim3 grid(a.n_kv_heads * (a.group / kGroup), size, a.rows);
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = dim3(kDecodeThreads);
+    config.dynamicSmemBytes = smem;
+    config.stream = c.stream;
+    cudaLaunchAttribute attributes[2]{};
+    attributes[0].id = cudaLaunchAttributeClusterDimension;
+    attributes[0].val.clusterDim.x = 1;
+    attributes[0].val.clusterDim.y = static_cast<unsigned>(size);
+    attributes[0].val.clusterDim.z = 1;
+    attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[1].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attributes;
+    config.numAttrs = c.pdl ? 2 : 1;
+    HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    if (size > 8) HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    // Resident clusters of this instance and size on an idle device, + 1 (0: not asked yet).
+    static std::atomic<int> resident[17];
+    int clusters = c.attention_smem_pad == 0 ? resident[size].load() - 1 : -1;
+    if (clusters < 0) {
+      if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
+        cudaGetLastError();  // not a launch error: the merge kernel takes over
+        clusters = 0;
+      }
+      if (c.attention_smem_pad == 0) resident[size].store(clusters + 1);
+    }
+    if (int64_t{clusters} < int64_t{grid.x} * grid.z) return false;
+    AttentionArgs b = a;
+    b.cluster_merge = true;
+    if (c.stream_queue != nullptr) flush_stream(c);
+    HELIUM_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, b));
+    ++c.attention_cluster_merges;
+    return true;
+  }
+}
+
+// Returns whether the partition blocks merged (launched in clusters): then no merge kernel follows.
 template <typename T, int kHeadDim, int kGroup, bool kFused>
-void launch_decode_partition(const Context& c, const AttentionArgs& a) {
+bool launch_decode_partition(const Context& c, const AttentionArgs& a) {
   const int64_t blocks = int64_t{a.n_kv_heads} * (a.group / kGroup) * a.n_partitions * a.rows;
   const Ring ring = decode_ring(c, a);
   AttentionArgs b = a;
   b.early_kv = a.early_kv && c.sm_count > 0 && blocks <= int64_t{kDecodeBlocksPerSm} * c.sm_count;
+  b.cluster_merge = false;
+  if (!kFused && a.cluster_merge) {
+    const bool merged = ring == Ring::kWide ? launch_decode_partition_clusters<T, kHeadDim, kGroup, Ring::kWide>(c, b)
+                                            : launch_decode_partition_clusters<T, kHeadDim, kGroup, Ring::kShort>(c, b);
+    if (merged) return true;
+  }
   if (ring == Ring::kWide) launch_decode_partition_ring<T, kHeadDim, kGroup, Ring::kWide, kFused>(c, b, blocks);
   else launch_decode_partition_ring<T, kHeadDim, kGroup, Ring::kShort, kFused>(c, b, blocks);
+  return false;
 }
 
 template <typename T, int kHeadDim, bool kFused>
-void launch_decode_partition_dim(const Context& c, const AttentionArgs& a) {
+bool launch_decode_partition_dim(const Context& c, const AttentionArgs& a) {
   switch (decode_heads_per_block(a.group)) {
     case 8: return launch_decode_partition<T, kHeadDim, 8, kFused>(c, a);
     case 4: return launch_decode_partition<T, kHeadDim, 4, kFused>(c, a);
@@ -1449,21 +1621,22 @@ void launch_decode_partition_dim(const Context& c, const AttentionArgs& a) {
 // unless the fused kernel merges itself (a.fused.merge).
 template <typename T, bool kFused = false>
 void launch_decode(const Context& c, const AttentionArgs& a, bool tuned) {
+  bool merged = false;  // by the partition kernel's clusters
   if (c.omit & kOmitAttention) {
   } else if (tuned) {
     switch (a.head_dim) {
-      case 16: launch_decode_partition_dim<T, 16, kFused>(c, a); break;
-      case 32: launch_decode_partition_dim<T, 32, kFused>(c, a); break;
-      case 64: launch_decode_partition_dim<T, 64, kFused>(c, a); break;
-      case 128: launch_decode_partition_dim<T, 128, kFused>(c, a); break;
-      default: launch_decode_partition_dim<T, 256, kFused>(c, a); break;
+      case 16: merged = launch_decode_partition_dim<T, 16, kFused>(c, a); break;
+      case 32: merged = launch_decode_partition_dim<T, 32, kFused>(c, a); break;
+      case 64: merged = launch_decode_partition_dim<T, 64, kFused>(c, a); break;
+      case 128: merged = launch_decode_partition_dim<T, 128, kFused>(c, a); break;
+      default: merged = launch_decode_partition_dim<T, 256, kFused>(c, a); break;
     }
   } else {
     const dim3 grid(a.n_partitions, a.n_heads, a.rows);
     launch(c, attention_decode_partition_generic<T>, grid, kGenericThreads, 0, a);
   }
   HELIUM_CUDA_CHECK(cudaGetLastError());
-  if ((c.omit & kOmitMerge) || (kFused && a.fused.merge)) return;
+  if (merged || (c.omit & kOmitMerge) || (kFused && a.fused.merge)) return;
   const dim3 grid(a.n_heads, a.rows);
   const size_t smem = merge_smem_bytes(a.n_partitions, a.head_dim);
   if (merge_vec(a.head_dim) == 4) launch(c, attention_decode_merge<4>, grid, kMergeThreads, smem, a);
@@ -1634,8 +1807,12 @@ bool attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
   AttentionCall call = prepare_attention(c, q, k_cache, v_cache, shape, layout, out, during);
   if (call.args.rows == 0) return false;
   if (call.decode) {
-    const bool split = out_split != nullptr && !(c.omit & kOmitMerge);  // the merge kernel writes it
+    const bool split = out_split != nullptr && !(c.omit & kOmitMerge);  // the merge writes it
     if (split) call.args.out_split = out_split;
+    // The clusters merge where the launcher can run them (launch_decode_partition_clusters), else the
+    // merge kernel: the same bits.
+    call.args.cluster_merge = !(c.omit & kOmitMerge) && call.args.n_partitions >= 2 &&
+                              call.args.n_partitions <= std::min(16, c.attention_cluster_merge_max);
     if (call.bf16_cache) launch_decode<bf16>(c, call.args, call.tuned);
     else launch_decode<float>(c, call.args, call.tuned);
     return split;

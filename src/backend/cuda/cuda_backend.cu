@@ -173,6 +173,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_PARTITION_LATE_KEYS", "a key count", 0,
                                       std::numeric_limits<int>::max(), late_keys));
   impl->ctx.partition_late_trigger_keys = static_cast<int>(late_keys);
+  long cluster_merge = prop.major >= 9 ? impl->ctx.attention_cluster_merge_max : 0;  // clusters: sm_90 on
+  HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_CLUSTER_MERGE", "a partition count", 0, 16, cluster_merge));
+  impl->ctx.attention_cluster_merge_max = prop.major >= 9 ? static_cast<int>(cluster_merge) : 0;
   if (const char* r = std::getenv("HELIUM_CUDA_MMA_ONE_ROW"); r != nullptr && *r) {
     const std::string_view v(r);
     if (v != "0" && v != "6" && v != "7" && v != "8")
@@ -475,7 +478,9 @@ void CudaBackend::matmul_add(const Tensor& x, const Tensor& w, const Tensor& bia
   impl_->forget_hints();
   if (impl_->ctx.omit & cuda::kOmitO) return;
   const Impl::Enqueue enqueue(impl_->ctx);
-  if (cuda::matmul_add(impl_->ctx, x, w, bias, scratch, y, next, presplit)) impl_->wrote(y, slot);
+  bool took_split = false;
+  if (cuda::matmul_add(impl_->ctx, x, w, bias, scratch, y, next, presplit, &took_split)) impl_->wrote(y, slot);
+  if (took_split) ++impl_->attention_splits;
 }
 
 void CudaBackend::matmul_split(const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) {
@@ -555,7 +560,7 @@ void CudaBackend::qk_norm_rope_attention(Tensor q, Tensor k, const Tensor& v, co
   if (!(impl_->ctx.omit & cuda::kOmitPrologue))
     cuda::qk_norm_rope_kv_write(impl_->ctx, q, k, v, q_norm, k_norm, eps, shape.n_heads, shape.n_kv_heads, positions,
                                 inv_freq, rope, layout.write_slots, k_cache, v_cache);
-  impl_->wrote_split(cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out, during, split), out, split);
+  impl_->attention(q, k_cache, v_cache, shape, layout, out, during);
 }
 // Decode rows (1-4) with HELIUM_CUDA_QKV_PROLOGUE=on (Context::qkv_prologue): the q/k/v projection does the
 // prologue in its stores (cuda::rms_norm_qkv_prologue), then attention; otherwise the two ops. The same bits
@@ -593,8 +598,7 @@ void CudaBackend::rms_norm_qkv_attention(const Tensor& x, const Tensor& norm_w, 
   else
     cuda::qk_norm_rope_kv_write(impl_->ctx, q, k, v, q_norm, k_norm, eps, shape.n_heads, shape.n_kv_heads, positions,
                                 inv_freq, rope, layout.write_slots, k_cache, v_cache);
-  __nv_bfloat16* split = impl_->attention_split_for(out);
-  impl_->wrote_split(cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out, during, split), out, split);
+  impl_->attention(q, k_cache, v_cache, shape, layout, out, during);
 }
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, bool zero_centred, Tensor y) {
   impl_->forget_hints();
@@ -612,8 +616,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
                             const AttentionLayout& layout, Tensor out) {
   const cuda::L2Prefetch during = impl_->take_prefetch(impl_->ctx.prefetch_attention_bytes);
   impl_->forget_hints();
-  __nv_bfloat16* split = impl_->attention_split_for(out);
-  impl_->wrote_split(cuda::attention(impl_->ctx, q, k_cache, v_cache, shape, layout, out, during, split), out, split);
+  impl_->attention(q, k_cache, v_cache, shape, layout, out, during);
 }
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
   impl_->forget_hints();

@@ -69,14 +69,20 @@ struct CudaBackend::Impl {
   void wrote_split(bool wrote, const Tensor& out, __nv_bfloat16* split) {
     if (wrote) ready_split = {out.data, cuda::rows_of(out), cuda::cols_of(out), split};
   }
-  // The split for an op reading x, taken (and forgotten): null when none was written for it.
+  // Decode attention (cuda::attention) with its merge writing out's split where the handoff is on.
+  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionShape& shape,
+                 const AttentionLayout& layout, const Tensor& out, const cuda::L2Prefetch& during) {
+    __nv_bfloat16* split = attention_split_for(out);
+    wrote_split(cuda::attention(ctx, q, k_cache, v_cache, shape, layout, out, during, split), out, split);
+  }
+  // The split for an op reading x, taken (and forgotten): null when none was written for it. The op counts
+  // it (attention_splits) once its launch has read it.
   const __nv_bfloat16* take_split(const Tensor& x) {
     const ReadySplit r = ready_split;
     ready_split = {};
     if (r.x == nullptr || r.x != x.data || x.dtype != DType::F32 || r.rows != cuda::rows_of(x) ||
         r.cols != cuda::cols_of(x))
       return nullptr;
-    ++attention_splits;
     return r.split;
   }
   // The hinted weight's first `cap` bytes, for the op about to run (which forgets the hint itself).

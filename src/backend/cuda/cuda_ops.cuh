@@ -178,6 +178,16 @@ struct Context {
   // late up to the 16K bucket, at the start beyond, where the merge's early trigger (from 16K keys) has
   // o_proj's blocks take the multiprocessors the partitions leave. Contexts between 16K and 32K: not measured.
   int partition_late_trigger_keys = 32768;
+  // Decode attention merges a row's partitions inside the partition kernel when every row of the step has
+  // at most this many (2..16; 0 or 1: never; HELIUM_CUDA_CLUSTER_MERGE=N; sm_90 only): the grid is launched
+  // in clusters of one (row, head group)'s partition blocks, each block keeps its partials in its shared
+  // memory, and after a cluster barrier each block merges a slice of the group's outputs from its peers'
+  // shared memory (distributed shared memory) with the merge kernel's arithmetic — no merge kernel, no
+  // partials in global memory. A recorded decode graph's max_keys is its power-of-two key bucket: up to the
+  // 2,048 bucket a row has at most 16 partitions (64 keys up to 1K, 128 up to 4K). The same bits either way.
+  int attention_cluster_merge_max = 16;
+  // Decode attention launches whose clusters merged (for tests and CudaBackend::attention_cluster_merge_count).
+  mutable int64_t attention_cluster_merges = 0;
   // One-row launches of the tensor-core decode matmul take its one-row instance (a stage of 2,304 bytes:
   // x's two split rows only, so more blocks fit a multiprocessor) with this many stages per warp ring (6, 7
   // or 8; 0: the tuned depth on the four-row instance). HELIUM_CUDA_MMA_ONE_ROW=0|6|7|8. The same bits
@@ -349,9 +359,10 @@ __nv_bfloat16* attention_split_slot(const Context& c, int64_t rows, int64_t n);
 // With next (a slot of norm_handoff_slot), also writes the handoff for x = y; true when it did (decode rows
 // on the tensor-core kernel with a BF16 w), false when y holds only the sum. presplit: x's split, already
 // written (attention_split_slot), which the tensor-core kernel then reads instead of splitting x (the same
-// bits); other paths read x.
+// bits); other paths read x. took_presplit (optional): whether the launch read presplit.
 bool matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
-                const Tensor& y, const NormHandoff* next = nullptr, const __nv_bfloat16* presplit = nullptr);
+                const Tensor& y, const NormHandoff* next = nullptr, const __nv_bfloat16* presplit = nullptr,
+                bool* took_presplit = nullptr);
 void rms_norm(const Context& c, const Tensor& x, const Tensor& w, float eps, bool zero_centred, const Tensor& y);
 // The fused forms of Backend (backend.h): bitwise their unfused sequences, except with a handoff (pre: the
 // one matmul_add or rms_norm_swiglu_mlp_add wrote for this x and norm_w).

@@ -2318,7 +2318,8 @@ void matmul(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bi
 // Decode rows: the residual add happens in the kernel's store (y read, added, written: the bits of a
 // separate add); other rows: matmul into scratch, then add.
 bool matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
-                const Tensor& y, const NormHandoff* next, const __nv_bfloat16* presplit) {
+                const Tensor& y, const NormHandoff* next, const __nv_bfloat16* presplit, bool* took_presplit) {
+  if (took_presplit != nullptr) *took_presplit = false;
   const MatmulShape shape = check_operands("matmul_add", x, w, bias, y);
   if (shape.rows == 0 || shape.n == 0) return false;
   if (shape.rows > kMaxDecodeRows || !decode_vector_loads_ok(x, w, shape.k)) {
@@ -2333,6 +2334,7 @@ bool matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor
   const bool handoff = next != nullptr && next->split != nullptr && mma;
   launch_decode(c, x, w, bias, std::span<const Tensor>(&y, 1), shape, cfg, /*accumulate=*/true, {}, Tensor(), nullptr,
                 mma ? presplit : nullptr, handoff ? next : nullptr);
+  if (took_presplit != nullptr) *took_presplit = mma && presplit != nullptr;
   return handoff;
 }
 

@@ -472,6 +472,48 @@ TEST_F(CudaAttentionTest, DecodeRingKeepsTheBits) {
   }
 }
 
+// Rows of 2-16 partitions merged by the partition kernel's clusters (Context::attention_cluster_merge_max):
+// each row alone (a grid of that row's partitions, merged in clusters) bitwise the same row of the batch
+// merged by the merge kernel, with the cluster path taken for every row of more than one partition; rows of
+// up to 2,048 keys (64- and 128-key partitions), a row without keys, a speculation tree. Then the same with
+// the tiers moved so that 512-key partitions (the wide ring) merge in clusters too.
+TEST_F(CudaAttentionTest, DecodeClusterMergeKeepsTheBits) {
+  uint32_t seed = 70;
+  for (const bool wide : {false, true}) {
+    if (wide) ctx_.attention_tiers = {64, 128, 256};
+    for (const Shape& s : decode_shapes()) {
+      PagedCache c(s, 12000 / s.page_size + 64, seed++);
+      Rows rows;
+      const std::vector<int> contexts = wide ? std::vector<int>{300, 700, 2000, 5000, 8000}
+                                             : std::vector<int>{0, 1, 63, 64, 65, 300, 1024, 1025, 2000, 2048};
+      for (int context : contexts) rows.add(c.add_sequence(context), context);
+      const int tree = add_tree(c, rows, 250, kTreeParents);
+      rows.random_q(s, c.rng());
+      c.upload_all();
+      ctx_.attention_cluster_merge_max = 0;
+      const std::vector<float> all = run(c, rows, 16384);  // past 16 partitions: the merge kernel
+      expect_matches_reference(c, rows, all, false, "decode, merge kernel");
+      ctx_.attention_cluster_merge_max = 16;
+      const int q_dim = s.q_dim();
+      for (int r = 0; r < rows.count(); ++r) {
+        const Rows one = rows.select({r}, s);
+        const int keys = static_cast<int>(rows.keys(c, r).size());
+        const int64_t before = ctx_.attention_cluster_merges;
+        const std::vector<float> alone = run(c, one);
+        const int parts = cuda::partition_count(std::max(keys, 1), ctx_.attention_tiers);
+        // Eight query heads a block leave no room for the partials beside the wide ring's accumulators.
+        if (parts >= 2 && !(wide && s.group() == 8)) {
+          EXPECT_EQ(ctx_.attention_cluster_merges, before + 1) << s.name() << " row " << r << " (" << keys << " keys)";
+        }
+        EXPECT_EQ(std::memcmp(alone.data(), all.data() + r * q_dim, q_dim * sizeof(float)), 0)
+            << s.name() << " row " << r << " (" << keys << " keys" << (r >= tree ? ", tree" : "") << ")";
+      }
+    }
+  }
+  ctx_.attention_tiers = {};
+  ctx_.attention_cluster_merge_max = 16;
+}
+
 // Partitions of 512 keys (past PartitionTiers::large_end; here the tiers end early, so that short rows
 // take every size): against the reference, with tree nodes across a 512-key boundary, and each row alone
 // (the grid then covers only its own keys) bitwise as in the batch.
