@@ -371,6 +371,7 @@ int run(const Options& opt) {
   cuda::Context c;
   BENCH_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
   c.sm_count = prop.multiProcessorCount;
+  c.attention_cluster_merge_max = prop.major >= 9 ? c.attention_cluster_merge_max : 0;  // clusters: sm_90 on
   c.max_rows = kMaxDecodeRows;
   c.max_context = kMaxContext;
   // Room for the most partitions any scheme below makes (64 keys each everywhere).
@@ -485,6 +486,25 @@ int run(const Options& opt) {
     parts.push_back(r);
   }
 
+  // The merge of up to 16 partitions a row: by the merge kernel, and by the partition kernel's clusters
+  // (Context::attention_cluster_merge_max, the default where the device has clusters), 1 row; the graph of
+  // the 1K steps has max_keys 2,048 (its key bucket).
+  std::printf("\ndecode attention, 1 row, us per call: merge kernel / clusters merge (%s):\n",
+              c.attention_cluster_merge_max >= 2 ? "the default" : "no clusters on this device");
+  std::vector<std::array<double, 4>> cluster_merge;
+  const int cluster_default = c.attention_cluster_merge_max;
+  const std::array<int64_t, 2> cluster_cases[] = {{1024, 1024}, {1024, 2048}, {2048, 2048}};  // keys, max_keys
+  for (const std::array<int64_t, 2>& cs : cluster_cases) {
+    std::array<double, 4> r{static_cast<double>(cs[0]), static_cast<double>(cs[1])};
+    c.attention_cluster_merge_max = 0;
+    r[2] = time_decode(c, 1, cs[0], static_cast<int32_t>(cs[1]), replays).us;
+    c.attention_cluster_merge_max = cluster_default;
+    r[3] = time_decode(c, 1, cs[0], static_cast<int32_t>(cs[1]), replays).us;
+    std::printf("  %7lld keys, max_keys %5lld %9.1f %9.1f\n", static_cast<long long>(cs[0]),
+                static_cast<long long>(cs[1]), r[2], r[3]);
+    cluster_merge.push_back(r);
+  }
+
   // The partition kernel's K/V traffic alone (kv_pattern_kernel): one head's 256 bytes per key against
   // whole 2 KB rows, the same bytes, 32K keys; also with the partition kernel's residency (4 per SM).
   const double kv_bytes_32k = 2.0 * 32768 * kKvDim * 2;
@@ -528,6 +548,10 @@ int run(const Options& opt) {
     for (size_t i = 0; i < parts.size(); ++i)
       j << (i ? ", " : "") << "{\"context\": " << parts[i][0] << ", \"as_is\": " << parts[i][1]
         << ", \"no_arithmetic\": " << parts[i][2] << ", \"no_merge\": " << parts[i][3] << "}";
+    j << "], \"cluster_merge_us\": [";
+    for (size_t i = 0; i < cluster_merge.size(); ++i)
+      j << (i ? ", " : "") << "{\"context\": " << cluster_merge[i][0] << ", \"max_keys\": " << cluster_merge[i][1]
+        << ", \"merge_kernel\": " << cluster_merge[i][2] << ", \"clusters\": " << cluster_merge[i][3] << "}";
     j << "], \"kv_pattern_32k_us\": {";
     for (size_t i = 0; i < pattern_us.size(); ++i)
       j << (i ? ", " : "") << "\"" << pattern_us[i].first << "\": " << pattern_us[i].second;

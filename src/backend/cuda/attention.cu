@@ -118,6 +118,9 @@ struct AttentionArgs {
   // n_partitions blocks: the cluster merges the group's partials itself (merge_in_cluster) and no merge
   // kernel follows (Context::attention_cluster_merge_max).
   bool cluster_merge = false;
+  // With cluster_merge and partition_late_trigger: the blocks let o_proj launch only as they exit, after the
+  // merge (Context::cluster_merge_trigger_end), not once their K/V loads have landed.
+  bool cluster_trigger_end = false;
   // Decode: the merge also writes out's split for o_proj's tensor-core matmul (split_bf16; rows 2r and
   // 2r + 1 of a (2 · rows, n_heads · head_dim) BF16 tensor), or null (attention's out_split).
   __nv_bfloat16* out_split = nullptr;
@@ -644,7 +647,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
     } else if (Tr::kClusterMergeFits && a.cluster_merge) {
       // No partition here, but a share of the cluster's merge (written after the previous kernels, as the
       // merge kernel's are).
-      pdl_launch_dependents();
+      if (!(a.partition_late_trigger && a.cluster_trigger_end)) pdl_launch_dependents();
       pdl_wait();
       merge_in_cluster<kHeadDim, kGroup>(a.out, a.out_split, a.n_heads, row, head0, partition_count(rk.n_keys, a.tiers),
                                          reinterpret_cast<const float*>(smem + Tr::kRedBytes), s_m, s_l, s_score,
@@ -914,7 +917,8 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
     }
     __syncthreads();  // the stage is free for chunk c + Tr::kStages
   }
-  if (late_trigger) pdl_launch_dependents();  // every K/V load of this block has landed
+  // Every K/V load of this block has landed (a cluster that merges may leave it to its blocks' exits).
+  if (late_trigger && !(Tr::kClusterMergeFits && a.cluster_merge && a.cluster_trigger_end)) pdl_launch_dependents();
   attention_stamp(a, 6);
   cp_async_wait<0>();  // only empty groups remain; keeps the ring idle before s_red reuses it
   __syncthreads();
@@ -1813,6 +1817,7 @@ bool attention(const Context& c, const Tensor& q, const Tensor& k_cache, const T
     // merge kernel: the same bits.
     call.args.cluster_merge = !(c.omit & kOmitMerge) && call.args.n_partitions >= 2 &&
                               call.args.n_partitions <= std::min(16, c.attention_cluster_merge_max);
+    call.args.cluster_trigger_end = c.cluster_merge_trigger_end;
     if (call.bf16_cache) launch_decode<bf16>(c, call.args, call.tuned);
     else launch_decode<float>(c, call.args, call.tuned);
     return split;

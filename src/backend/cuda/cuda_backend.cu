@@ -176,6 +176,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   long cluster_merge = prop.major >= 9 ? impl->ctx.attention_cluster_merge_max : 0;  // clusters: sm_90 on
   HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_CLUSTER_MERGE", "a partition count", 0, 16, cluster_merge));
   impl->ctx.attention_cluster_merge_max = prop.major >= 9 ? static_cast<int>(cluster_merge) : 0;
+  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_CLUSTER_TRIGGER", "end", "loads", impl->ctx.cluster_merge_trigger_end));
   if (const char* r = std::getenv("HELIUM_CUDA_MMA_ONE_ROW"); r != nullptr && *r) {
     const std::string_view v(r);
     if (v != "0" && v != "6" && v != "7" && v != "8")

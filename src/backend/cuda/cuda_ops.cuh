@@ -186,6 +186,10 @@ struct Context {
   // partials in global memory. A recorded decode graph's max_keys is its power-of-two key bucket: up to the
   // 2,048 bucket a row has at most 16 partitions (64 keys up to 1K, 128 up to 4K). The same bits either way.
   int attention_cluster_merge_max = 16;
+  // Where a cluster-merged partition kernel with the late trigger (partition_late_trigger_keys) lets o_proj
+  // launch: at its end, after the merge (true), or once each block's K/V loads have landed, as the merge
+  // kernel's partitions do (false; HELIUM_CUDA_CLUSTER_TRIGGER=end|loads).
+  bool cluster_merge_trigger_end = true;
   // Decode attention launches whose clusters merged (for tests and CudaBackend::attention_cluster_merge_count).
   mutable int64_t attention_cluster_merges = 0;
   // One-row launches of the tensor-core decode matmul take its one-row instance (a stage of 2,304 bytes:

@@ -473,41 +473,52 @@ TEST_F(CudaAttentionTest, DecodeRingKeepsTheBits) {
 }
 
 // Rows of 2-16 partitions merged by the partition kernel's clusters (Context::attention_cluster_merge_max):
-// each row alone (a grid of that row's partitions, merged in clusters) bitwise the same row of the batch
-// merged by the merge kernel, with the cluster path taken for every row of more than one partition; rows of
-// up to 2,048 keys (64- and 128-key partitions), a row without keys, a speculation tree. Then the same with
+// each linear row alone (a grid of that row's partitions, merged in clusters) bitwise the same row of the
+// batch merged by the merge kernel, with the cluster path taken for every row of more than one partition;
+// rows of up to 2,048 keys (64- and 128-key partitions) and a row without keys; then a speculation tree's
+// rows (which refer to each other: a batch of their own) with and without the clusters. Then the same with
 // the tiers moved so that 512-key partitions (the wide ring) merge in clusters too.
 TEST_F(CudaAttentionTest, DecodeClusterMergeKeepsTheBits) {
   uint32_t seed = 70;
   for (const bool wide : {false, true}) {
     if (wide) ctx_.attention_tiers = {64, 128, 256};
     for (const Shape& s : decode_shapes()) {
+      // Eight query heads a block leave no room for the partials beside the wide ring's accumulators.
+      const bool clusters = !(wide && s.group() == 8);
       PagedCache c(s, 12000 / s.page_size + 64, seed++);
       Rows rows;
       const std::vector<int> contexts = wide ? std::vector<int>{300, 700, 2000, 5000, 8000}
                                              : std::vector<int>{0, 1, 63, 64, 65, 300, 1024, 1025, 2000, 2048};
       for (int context : contexts) rows.add(c.add_sequence(context), context);
-      const int tree = add_tree(c, rows, 250, kTreeParents);
+      Rows tree;
+      add_tree(c, tree, wide ? 1500 : 250, kTreeParents);
       rows.random_q(s, c.rng());
+      tree.random_q(s, c.rng());
       c.upload_all();
       ctx_.attention_cluster_merge_max = 0;
       const std::vector<float> all = run(c, rows, 16384);  // past 16 partitions: the merge kernel
       expect_matches_reference(c, rows, all, false, "decode, merge kernel");
+      const std::vector<float> tree_merged = run(c, tree);
       ctx_.attention_cluster_merge_max = 16;
       const int q_dim = s.q_dim();
       for (int r = 0; r < rows.count(); ++r) {
-        const Rows one = rows.select({r}, s);
-        const int keys = static_cast<int>(rows.keys(c, r).size());
+        const int keys = rows.prefix[r];
         const int64_t before = ctx_.attention_cluster_merges;
-        const std::vector<float> alone = run(c, one);
-        const int parts = cuda::partition_count(std::max(keys, 1), ctx_.attention_tiers);
-        // Eight query heads a block leave no room for the partials beside the wide ring's accumulators.
-        if (parts >= 2 && !(wide && s.group() == 8)) {
+        const std::vector<float> alone = run(c, rows.select({r}, s));
+        if (clusters && cuda::partition_count(std::max(keys, 1), ctx_.attention_tiers) >= 2) {
           EXPECT_EQ(ctx_.attention_cluster_merges, before + 1) << s.name() << " row " << r << " (" << keys << " keys)";
         }
         EXPECT_EQ(std::memcmp(alone.data(), all.data() + r * q_dim, q_dim * sizeof(float)), 0)
-            << s.name() << " row " << r << " (" << keys << " keys" << (r >= tree ? ", tree" : "") << ")";
+            << s.name() << " row " << r << " (" << keys << " keys)";
       }
+      const int64_t before = ctx_.attention_cluster_merges;
+      const std::vector<float> tree_clusters = run(c, tree);
+      if (clusters) {
+        EXPECT_EQ(ctx_.attention_cluster_merges, before + 1) << s.name() << ", tree";
+      }
+      ASSERT_EQ(tree_clusters.size(), tree_merged.size());
+      EXPECT_EQ(std::memcmp(tree_clusters.data(), tree_merged.data(), tree_merged.size() * sizeof(float)), 0)
+          << s.name() << ", tree";
     }
   }
   ctx_.attention_tiers = {};

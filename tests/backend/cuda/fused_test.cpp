@@ -1064,6 +1064,7 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_PARTITION_LATE_KEYS", "soon", "0"},
                {"HELIUM_CUDA_MERGE_TRIGGER_KEYS", "-1", "0"},
                {"HELIUM_CUDA_CLUSTER_MERGE", "17", "0"},
+               {"HELIUM_CUDA_CLUSTER_TRIGGER", "start", "loads"},
                {"HELIUM_CUDA_QKV_PROLOGUE", "fused", "off"},
                {"HELIUM_CUDA_ATTN_FUSED", "fused", "all"},
                {"HELIUM_CUDA_ATTN_FUSED_TRIGGER", "early", "late"},
