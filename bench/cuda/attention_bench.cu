@@ -371,7 +371,6 @@ int run(const Options& opt) {
   cuda::Context c;
   BENCH_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
   c.sm_count = prop.multiProcessorCount;
-  c.attention_cluster_merge_max = prop.major >= 9 ? c.attention_cluster_merge_max : 0;  // clusters: sm_90 on
   c.max_rows = kMaxDecodeRows;
   c.max_context = kMaxContext;
   // Room for the most partitions any scheme below makes (64 keys each everywhere).
@@ -486,20 +485,22 @@ int run(const Options& opt) {
     parts.push_back(r);
   }
 
-  // The merge of up to 16 partitions a row: by the merge kernel, and by the partition kernel's clusters
-  // (Context::attention_cluster_merge_max, the default where the device has clusters), 1 row; the graph of
-  // the 1K steps has max_keys 2,048 (its key bucket).
-  std::printf("\ndecode attention, 1 row, us per call: merge kernel / clusters merge (%s):\n",
-              c.attention_cluster_merge_max >= 2 ? "the default" : "no clusters on this device");
+  // The merge of up to 16 partitions a row: by the merge kernel (the default), and by the partition
+  // kernel's clusters (Context::attention_cluster_merge_max; sm_90 on), 1 row; the graph of the 1K steps
+  // has max_keys 2,048 (its key bucket).
   std::vector<std::array<double, 4>> cluster_merge;
   const int cluster_default = c.attention_cluster_merge_max;
+  const int cluster_max = prop.major >= 9 ? 16 : 0;
+  std::printf("\ndecode attention, 1 row, us per call: merge kernel / clusters merge%s:\n",
+              cluster_max > 0 ? "" : " (no clusters on this device: the merge kernel twice)");
   const std::array<int64_t, 2> cluster_cases[] = {{1024, 1024}, {1024, 2048}, {2048, 2048}};  // keys, max_keys
   for (const std::array<int64_t, 2>& cs : cluster_cases) {
     std::array<double, 4> r{static_cast<double>(cs[0]), static_cast<double>(cs[1])};
     c.attention_cluster_merge_max = 0;
     r[2] = time_decode(c, 1, cs[0], static_cast<int32_t>(cs[1]), replays).us;
-    c.attention_cluster_merge_max = cluster_default;
+    c.attention_cluster_merge_max = cluster_max;
     r[3] = time_decode(c, 1, cs[0], static_cast<int32_t>(cs[1]), replays).us;
+    c.attention_cluster_merge_max = cluster_default;
     std::printf("  %7lld keys, max_keys %5lld %9.1f %9.1f\n", static_cast<long long>(cs[0]),
                 static_cast<long long>(cs[1]), r[2], r[3]);
     cluster_merge.push_back(r);

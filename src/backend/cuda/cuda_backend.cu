@@ -173,7 +173,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_PARTITION_LATE_KEYS", "a key count", 0,
                                       std::numeric_limits<int>::max(), late_keys));
   impl->ctx.partition_late_trigger_keys = static_cast<int>(late_keys);
-  long cluster_merge = prop.major >= 9 ? impl->ctx.attention_cluster_merge_max : 0;  // clusters: sm_90 on
+  long cluster_merge = impl->ctx.attention_cluster_merge_max;
   HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_CLUSTER_MERGE", "a partition count", 0, 16, cluster_merge));
   impl->ctx.attention_cluster_merge_max = prop.major >= 9 ? static_cast<int>(cluster_merge) : 0;
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_CLUSTER_TRIGGER", "end", "loads", impl->ctx.cluster_merge_trigger_end));

@@ -185,7 +185,11 @@ struct Context {
   // shared memory (distributed shared memory) with the merge kernel's arithmetic — no merge kernel, no
   // partials in global memory. A recorded decode graph's max_keys is its power-of-two key bucket: up to the
   // 2,048 bucket a row has at most 16 partitions (64 keys up to 1K, 128 up to 4K). The same bits either way.
-  int attention_cluster_merge_max = 16;
+  // Off by default: on the H200 (Qwen3-8B shape, 1K, 256 tokens, two rounds; docs/benchmarks.md,
+  // twenty-third session) the clusters decoded at 222.72 / 222.88 tok/s against the merge kernel's 225.95 /
+  // 226.23 (o_proj launched once the K/V landed), 220.81 / 221.65 against 229.60 / 228.54 (at the end), and
+  // attention alone took 11.5 µs either way: the cluster barriers cost what the kernel boundary did.
+  int attention_cluster_merge_max = 0;
   // Where a cluster-merged partition kernel with the late trigger (partition_late_trigger_keys) lets o_proj
   // launch: at its end, after the merge (true), or once each block's K/V loads have landed, as the merge
   // kernel's partitions do (false; HELIUM_CUDA_CLUSTER_TRIGGER=end|loads).

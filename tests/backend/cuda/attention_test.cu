@@ -472,7 +472,8 @@ TEST_F(CudaAttentionTest, DecodeRingKeepsTheBits) {
   }
 }
 
-// Rows of 2-16 partitions merged by the partition kernel's clusters (Context::attention_cluster_merge_max):
+// Rows of 2-16 partitions merged by the partition kernel's clusters (Context::attention_cluster_merge_max, off
+// by default; the test turns it on):
 // each linear row alone (a grid of that row's partitions, merged in clusters) bitwise the same row of the
 // batch merged by the merge kernel, with the cluster path taken for every row of more than one partition;
 // rows of up to 2,048 keys (64- and 128-key partitions) and a row without keys; then a speculation tree's
@@ -485,7 +486,7 @@ TEST_F(CudaAttentionTest, DecodeClusterMergeKeepsTheBits) {
     for (const Shape& s : decode_shapes()) {
       // Eight query heads a block leave no room for the partials beside the wide ring's accumulators.
       const bool clusters = !(wide && s.group() == 8);
-      PagedCache c(s, 12000 / s.page_size + 64, seed++);
+      PagedCache c(s, 30000 / s.page_size + 64, seed++);
       Rows rows;
       const std::vector<int> contexts = wide ? std::vector<int>{300, 700, 2000, 5000, 8000}
                                              : std::vector<int>{0, 1, 63, 64, 65, 300, 1024, 1025, 2000, 2048};
@@ -522,7 +523,7 @@ TEST_F(CudaAttentionTest, DecodeClusterMergeKeepsTheBits) {
     }
   }
   ctx_.attention_tiers = {};
-  ctx_.attention_cluster_merge_max = 16;
+  ctx_.attention_cluster_merge_max = cuda::Context{}.attention_cluster_merge_max;
 }
 
 // Partitions of 512 keys (past PartitionTiers::large_end; here the tiers end early, so that short rows
