@@ -176,7 +176,8 @@ struct Context {
   // against 226.24 / 226.11 triggering at the start (call 3); below 65,536 (every context late) 207.97 /
   // 207.88 at 8K against 204.60 / 204.30 and 180.35 / 180.74 at 32K against 184.29 / 183.95 (call 4). So
   // late up to the 16K bucket, at the start beyond, where the merge's early trigger (from 16K keys) has
-  // o_proj's blocks take the multiprocessors the partitions leave. Contexts between 16K and 32K: not measured.
+  // o_proj's blocks take the multiprocessors the partitions leave. In the 32,768 bucket (rows of 16K-32K keys)
+  // late gained 1.9% at 20K and lost 2% at 32K (twenty-third session, call 3): the bucket stays at the start.
   int partition_late_trigger_keys = 32768;
   // Decode attention merges a row's partitions inside the partition kernel when every row of the step has
   // at most this many (2..16; 0 or 1: never; HELIUM_CUDA_CLUSTER_MERGE=N; sm_90 only): the grid is launched
