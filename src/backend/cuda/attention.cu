@@ -1536,11 +1536,6 @@ Ring decode_ring(const Context& c, const AttentionArgs& a) {
   return Ring::kShort;
 }
 
-// Early K/V loads (Context::attention_early_kv) only when the whole grid is resident at once: then every
-// block loads its first chunks while the q/k prologue runs. A grid of several waves gains only in its first
-// wave, and its early loads take the memory from the prologue it waits for. H200, Qwen3-8B shape
-// (docs/benchmarks.md, ninth session), decode tok/s with early loads in every grid / none: 1K 207.0 /
-// 205.4-205.7 (128 blocks, one wave), 32K 163.3-163.6 / 164.6-164.7 (1,024 blocks, two waves).
 // The partition kernel launched in clusters of one (row, head group)'s a.n_partitions blocks, which merge
 // the group's partials themselves (merge_in_cluster), when the instance has room for it and every cluster of
 // the grid can be resident at once (cudaOccupancyMaxActiveClusters, asked once per instance and cluster
@@ -1593,6 +1588,11 @@ bool launch_decode_partition_clusters(const Context& c, const AttentionArgs& a) 
   }
 }
 
+// Early K/V loads (Context::attention_early_kv) only when the whole grid is resident at once: then every
+// block loads its first chunks while the q/k prologue runs. A grid of several waves gains only in its first
+// wave, and its early loads take the memory from the prologue it waits for. H200, Qwen3-8B shape
+// (docs/benchmarks.md, ninth session), decode tok/s with early loads in every grid / none: 1K 207.0 /
+// 205.4-205.7 (128 blocks, one wave), 32K 163.3-163.6 / 164.6-164.7 (1,024 blocks, two waves).
 // Returns whether the partition blocks merged (launched in clusters): then no merge kernel follows.
 template <typename T, int kHeadDim, int kGroup, bool kFused>
 bool launch_decode_partition(const Context& c, const AttentionArgs& a) {
