@@ -209,6 +209,9 @@ struct DecodeParams {
   const float* row_sq;  // consumer: the producer's next_sq, (rows, sq_blocks); null otherwise
   int64_t sq_blocks;
   unsigned long long* trace;  // Context::matmul_trace, or null
+  // Tensor-core kernel: items claimed from this counter as blocks go (Context::mma_claims: the next claim and
+  // the blocks finished, zero between launches), or null: block b takes items b, b + grid, ...
+  int* claims;
 };
 
 // prior: the output's value before this op when accumulating (read earlier by the caller), else it is read here.
@@ -559,6 +562,10 @@ constexpr int kMmaStepK = 64;                             // k of one warp stage
 constexpr int kMmaFeatures = 16;                          // w rows of an item (A)
 constexpr int kMmaWBytes = kMmaFeatures * kMmaStepK * 2;  // the stage's weights
 constexpr int kMaxMmaRowGroup = 16;
+// Claimed items (DecodeParams::claims): the slots of a block's published claims, and how many stages before
+// warp 0's issue cursor leaves an item it claims the next (an atomic's round trip is about a stage's time).
+constexpr int kClaimSlots = 4;
+constexpr int kClaimLead = 3;
 
 // A warp stage: the 16 weight rows, then the 2 · RG split rows of x. RG 1 (one-row launches,
 // Context::mma_one_row_stages) stores x's two split rows only: its B columns 2..7 read them again (their
@@ -740,17 +747,59 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
   const int items = static_cast<int>(p.row_groups * p.feature_blocks);
   const uint64_t policy = evict_first_policy();
   trace_stamp(p, 0);
-  // A position in the block's stream: its item (row group fastest), the item's feature block and first row,
-  // and the warp's step within the item.
+  // The block's items: static (its sequence s is item blockIdx.x + s · gridDim.x) or claimed (p.claims: the
+  // first is blockIdx.x, each next one gridDim.x + an atomicAdd on the launch's counter). Claims are made by
+  // lane 0 of warp 0 a few stages before its issue cursor leaves an item (kClaimLead) and published in
+  // `claimed` (seq, item) when it does; the other warps read them there. The launcher takes claims only when
+  // every item spans at least S steps, so that the stages issued before pdl_wait() are all of the first item
+  // and every claim falls after the wait (the previous launch, which used the same counter, has finished and
+  // zeroed it) and a warp's issue cursor is at most one item ahead of its work.
+  __shared__ int2 claimed[kClaimSlots];
+  const bool claims = p.claims != nullptr;
+  const int claim_step = max(S - 1, steps - kClaimLead);
+  // Warp 0: the pending claim (lane 0), the last seq claimed and the last published.
+  int claim_value = 0, claimed_upto = 0, published = 0;
+  if (claims) {
+    if (threadIdx.x < kClaimSlots) claimed[threadIdx.x] = make_int2(-1, 0);
+    __syncthreads();
+  }
+  // A position in the block's stream: its item, the item's place in the block's sequence, its feature block
+  // and first row (row group fastest), and the warp's step within the item.
   struct Cursor {
-    int item, block, row0, step;
+    int item, seq, block, row0, step;
   };
-  auto at_item = [&](int item) {
+  auto at_item = [&](int item, int seq) {
     const int block = item / row_groups;
-    return Cursor{item, block, (item - block * row_groups) * RG, 0};
+    return Cursor{item, seq, block, (item - block * row_groups) * RG, 0};
+  };
+  auto item_of = [&](int seq) {
+    if (!claims) return static_cast<int>(blockIdx.x) + seq * static_cast<int>(gridDim.x);
+    volatile int2* slot = &claimed[seq % kClaimSlots];
+    if (kw == 0 && seq > published) {  // warp 0's issue cursor: its claim for seq (== claimed_upto), published
+      const int item = __shfl_sync(0xffffffffu, claim_value, 0);
+      published = seq;
+      if (lane == 0) {
+        slot->y = item;
+        __threadfence_block();
+        slot->x = seq;
+      }
+      return item;
+    }
+    while (slot->x != seq) {
+    }
+    __threadfence_block();
+    return slot->y;
   };
   auto advance = [&](Cursor& c) {
-    if (++c.step == steps) c = at_item(c.item + static_cast<int>(gridDim.x));
+    if (c.item >= items) return;  // the block's last item is behind it
+    if (++c.step == steps) c = at_item(item_of(c.seq + 1), c.seq + 1);
+  };
+  // Warp 0's issue cursor at (seq, claim_step) claims the block's next item (once: the x pass revisits the
+  // first stages, which lie before claim_step).
+  auto claim_at = [&](const Cursor& c) {
+    if (!claims || kw != 0 || c.item >= items || c.step != claim_step || c.seq + 1 <= claimed_upto) return;
+    if (lane == 0) claim_value = static_cast<int>(gridDim.x) + atomicAdd(p.claims, 1);
+    claimed_upto = c.seq + 1;
   };
 
   // A stage's weights into ring slot `slot`; nothing past the block's last item. Features past n (pairs:
@@ -790,7 +839,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     }
   };
 
-  Cursor issue = at_item(static_cast<int>(blockIdx.x)), work = issue;
+  Cursor issue = at_item(static_cast<int>(blockIdx.x), 0), work = issue;
   {
     Cursor c = issue;
     for (int u = 0; u < S - 1; ++u, advance(c)) {
@@ -806,6 +855,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     issue_x(issue, u);
     copy_async_commit();
   }
+  claim_at(issue);
   // Groups so far: weights of stages 0 .. S-2, then their x; each step below adds stage i + S - 1 whole, so
   // with S - 1 groups left pending, stage i has landed.
 
@@ -832,6 +882,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     issue_x(issue, issue_slot);
     copy_async_commit();
     advance(issue);
+    claim_at(issue);
     issue_slot = issue_slot + 1 == S ? 0 : issue_slot + 1;
     copy_async_wait_group<S - 1>();
     __syncwarp();
@@ -879,10 +930,17 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     }
     __syncthreads();  // red is written again at the next item's end
     clear();
-    if (work.item == static_cast<int>(blockIdx.x)) trace_stamp(p, 4);
+    if (work.seq == 0) trace_stamp(p, 4);
     advance(work);
   }
   copy_async_wait_group<0>();  // only empty groups remain; nothing may land after the block exits
+  if (claims && threadIdx.x == 0) {  // every claim of the block has returned: the last block zeroes the counters
+    __threadfence();
+    if (atomicAdd(p.claims + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+      p.claims[0] = 0;
+      p.claims[1] = 0;
+    }
+  }
   trace_stamp(p, 5);
   if (!p.early_trigger) pdl_launch_dependents();
 }
@@ -1853,6 +1911,13 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
   HELIUM_CUDA_REQUIRE("matmul", per_sm > 0);
   const int64_t grid = std::min(items, int64_t{per_sm} * sm_count_of(c));
   HELIUM_CUDA_REQUIRE("matmul", grid < (int64_t{1} << 31));
+  // Claimed items where a block has more than one and each spans at least a ring of steps (the kernel's
+  // condition for claiming after its wait).
+  const int64_t steps = ((shape.k + kMmaStepK - 1) / kMmaStepK + kMmaWarps - 1) / kMmaWarps;
+  if (c.mma_claim && c.mma_claims != nullptr && items > grid && steps >= stages) {
+    p.claims = c.mma_claims;
+    ++c.mma_claim_launches;
+  }
   const PrologueArgs pro = prologue != nullptr ? *prologue : PrologueArgs{};
   HELIUM_CUDA_REQUIRE("matmul", pro.counts == nullptr || (row_group == 4 && p.row_groups == 1));
   launch(c, kernel, static_cast<unsigned>(grid), threads, smem, p, pro);
