@@ -473,11 +473,8 @@ int run(const Options& opt) {
   // The backend's one-row instance switch (Context::mma_one_row_stages), read as CudaBackend::create does.
   if (const char* r = std::getenv("HELIUM_CUDA_MMA_ONE_ROW"); r != nullptr && *r)
     ctx.mma_one_row_stages = std::atoi(r);
-  // The claimed items' counter (Context::mma_claims) and their switch, HELIUM_CUDA_MMA_CLAIM=on|off.
-  DeviceArray claims(2 * sizeof(int));
-  BENCH_CUDA(cudaMemset(claims.get(), 0, claims.bytes()));
-  ctx.mma_claims = static_cast<int*>(claims.get());
-  if (const char* m = std::getenv("HELIUM_CUDA_MMA_CLAIM"); m != nullptr && *m) ctx.mma_claim = std::string(m) != "off";
+  if (const char* pad = std::getenv("HELIUM_CUDA_MMA_SMEM_PAD_KB"); pad != nullptr && *pad)
+    ctx.mma_smem_pad = static_cast<size_t>(std::atoi(pad)) << 10;
 
   JsonWriter json;
   json.raw("{");

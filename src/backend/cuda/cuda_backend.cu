@@ -183,7 +183,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
       return Status::error("HELIUM_CUDA_MMA_ONE_ROW must be 0, 6, 7 or 8, not '" + std::string(v) + "'");
     impl->ctx.mma_one_row_stages = v[0] - '0';
   }
-  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MMA_CLAIM", "on", "off", impl->ctx.mma_claim));
+  long mma_pad_kb = 0;
+  HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_MMA_SMEM_PAD_KB", "a whole number of KB", 0, 64, mma_pad_kb));
+  impl->ctx.mma_smem_pad = static_cast<size_t>(mma_pad_kb) << 10;
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_NORM_HANDOFF", "on", "off", impl->ctx.norm_handoff));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_SPLIT", "on", "off", impl->ctx.attention_split));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_QKV_PROLOGUE", "on", "off", impl->ctx.qkv_prologue));
@@ -287,11 +289,6 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
       cudaMemsetAsync(heads, 0, sizeof(int) * m.ctx.prologue_count_capacity, m.ctx.stream), "prologue counters"));
   HELIUM_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(m.ctx.stream), "prologue counters"));
   m.ctx.prologue_counts = static_cast<int*>(heads);
-  // The decode matmul's item counter (Context::mma_claims), zero between its launches.
-  HELIUM_ASSIGN_OR_RETURN(void* claims, reserve(2 * sizeof(int), "matmul item counter"));
-  HELIUM_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(claims, 0, 2 * sizeof(int), m.ctx.stream), "matmul item counter"));
-  HELIUM_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(m.ctx.stream), "matmul item counter"));
-  m.ctx.mma_claims = static_cast<int*>(claims);
   // The layer stream (cuda_ops.cuh, Context::stream_queue; sm_90, where it was measured): off unless
   // HELIUM_CUDA_STREAM=on, not yet faster than the kernel-per-op step (docs/benchmarks.md, seventeenth and
   // eighteenth sessions).

@@ -208,13 +208,9 @@ struct Context {
   // its wait) 204.8 / 204.7 and 171.1 / 171.0. Deeper one-row rings at two blocks a multiprocessor (10, 12
   // stages) ran slower than the four-row instance (call 1: 209.6 and 203.3 at 1K against 214.7).
   int mma_one_row_stages = 6;
-  // The tensor-core decode matmul's blocks claim their items from a counter as they go (mma_claims: two ints,
-  // zero between launches) where a block has more than one, so that a block whose multiprocessor streams
-  // faster takes more; off (HELIUM_CUDA_MMA_CLAIM=off): block b takes items b, b + grid, ... The same bits
-  // either way (which block computes an item changes no arithmetic).
-  bool mma_claim = true;
-  int* mma_claims = nullptr;
-  mutable int64_t mma_claim_launches = 0;  // launches that claimed (for tests)
+  // Diagnostic only (HELIUM_CUDA_MMA_SMEM_PAD_KB): unused bytes added to each tensor-core decode matmul
+  // block's shared memory, to compare residencies (1 KB: three one-row blocks a multiprocessor at 6 stages).
+  size_t mma_smem_pad = 0;
   // Diagnostic only (helium_bench_cuda_matmul --chain): when set, each block of a decode matmul writes
   // kMatmulTraceEvents %globaltimer stamps to matmul_trace[block · kMatmulTraceEvents + event] (matmul.cu).
   unsigned long long* matmul_trace = nullptr;

@@ -209,9 +209,6 @@ struct DecodeParams {
   const float* row_sq;  // consumer: the producer's next_sq, (rows, sq_blocks); null otherwise
   int64_t sq_blocks;
   unsigned long long* trace;  // Context::matmul_trace, or null
-  // Tensor-core kernel: items claimed from this counter as blocks go (Context::mma_claims: the next claim and
-  // the blocks finished, zero between launches), or null: block b takes items b, b + grid, ...
-  int* claims;
 };
 
 // prior: the output's value before this op when accumulating (read earlier by the caller), else it is read here.
@@ -562,21 +559,25 @@ constexpr int kMmaStepK = 64;                             // k of one warp stage
 constexpr int kMmaFeatures = 16;                          // w rows of an item (A)
 constexpr int kMmaWBytes = kMmaFeatures * kMmaStepK * 2;  // the stage's weights
 constexpr int kMaxMmaRowGroup = 16;
-// Claimed items (DecodeParams::claims): the slots of a block's published claims, and how many stages before
-// warp 0's issue cursor leaves an item it claims the next (an atomic's round trip is about a stage's time).
-constexpr int kClaimSlots = 4;
-constexpr int kClaimLead = 3;
 
 // A warp stage: the 16 weight rows, then the 2 · RG split rows of x. RG 1 (one-row launches,
 // Context::mma_one_row_stages) stores x's two split rows only: its B columns 2..7 read them again (their
 // sums belong to no row and are never stored), so a stage is 2,304 bytes, not 3,072, and more blocks fit.
 __host__ __device__ constexpr int mma_stage_bytes(int row_group) { return kMmaWBytes + 2 * row_group * kMmaStepK * 2; }
-// The whole block: the warps' rings and the sums of warps 1..3 [kw - 1][NT · 4][32] (warp 0 keeps its own).
-// Row groups of 4 and more keep a fourth warp's worth, the q/k/v prologue's scratch (kRmsLanes + head_dim
-// floats, rms_norm_qkv_prologue); RG 1 does without, so that six stages fit four blocks on a multiprocessor.
+// The whole block: the warps' rings, the sums of warps 1..3 [kw - 1][NT · 4][32] (warp 0 keeps its own),
+// then a norm handoff consumer's row scales (mma_row_scales). Row groups of 4 and more keep a fourth warp's
+// worth of sums, the q/k/v prologue's scratch (kRmsLanes + head_dim floats, rms_norm_qkv_prologue); RG 1
+// does without, and keeps its one row scale there too, so that the kernel has no static shared memory and
+// six stages fit four blocks on an H200 multiprocessor (4 × (56,848 + 1,024 reserved) <= 228 KB; with the
+// scales in a static array, allocated in whole kilobytes, three fitted: docs/benchmarks.md, twenty-fourth
+// session).
+constexpr int mma_sum_floats(int row_group) {
+  return (row_group == 1 ? kMmaWarps - 1 : kMmaWarps) * ((row_group + 3) / 4) * 4 * 32;
+}
+constexpr int mma_row_scales(int row_group) { return row_group == 1 ? 4 : kMaxDecodeRows; }  // 16-byte multiple
 constexpr size_t mma_smem_bytes(int row_group, int stages) {
   return static_cast<size_t>(kMmaWarps) * stages * mma_stage_bytes(row_group) +
-         static_cast<size_t>(row_group == 1 ? kMmaWarps - 1 : kMmaWarps) * ((row_group + 3) / 4) * 4 * 32 * 4;
+         static_cast<size_t>(mma_sum_floats(row_group) + mma_row_scales(row_group)) * 4;
 }
 
 // Byte offset of 16-byte piece c (0..7) of row r in a stage tile of 128-byte rows, XOR-swizzled so that the
@@ -739,6 +740,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
   const int lane = threadIdx.x & 31, kw = threadIdx.x >> 5;
   uint8_t* ring = mma_smem + kw * S * kStage;
   float* red = reinterpret_cast<float*>(mma_smem + kMmaWarps * S * kStage);  // [kw - 1][NT · 4][32]
+  float* row_scale = red + mma_sum_floats(RG);  // a norm handoff consumer's scale of each row
   const bool pairs = p.act != nullptr;
   // Stages per warp and item; items (< 2^31, checked at launch) and their coordinates in 32 bits, advanced
   // without division in the loop.
@@ -747,59 +749,17 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
   const int items = static_cast<int>(p.row_groups * p.feature_blocks);
   const uint64_t policy = evict_first_policy();
   trace_stamp(p, 0);
-  // The block's items: static (its sequence s is item blockIdx.x + s · gridDim.x) or claimed (p.claims: the
-  // first is blockIdx.x, each next one gridDim.x + an atomicAdd on the launch's counter). Claims are made by
-  // lane 0 of warp 0 a few stages before its issue cursor leaves an item (kClaimLead) and published in
-  // `claimed` (seq, item) when it does; the other warps read them there. The launcher takes claims only when
-  // every item spans at least S steps, so that the stages issued before pdl_wait() are all of the first item
-  // and every claim falls after the wait (the previous launch, which used the same counter, has finished and
-  // zeroed it) and a warp's issue cursor is at most one item ahead of its work.
-  __shared__ int2 claimed[kClaimSlots];
-  const bool claims = p.claims != nullptr;
-  const int claim_step = max(S - 1, steps - kClaimLead);
-  // Warp 0: the pending claim (lane 0), the last seq claimed and the last published.
-  int claim_value = 0, claimed_upto = 0, published = 0;
-  if (claims) {
-    if (threadIdx.x < kClaimSlots) claimed[threadIdx.x] = make_int2(-1, 0);
-    __syncthreads();
-  }
-  // A position in the block's stream: its item, the item's place in the block's sequence, its feature block
-  // and first row (row group fastest), and the warp's step within the item.
+  // A position in the block's stream: its item (row group fastest), the item's feature block and first row,
+  // and the warp's step within the item.
   struct Cursor {
-    int item, seq, block, row0, step;
+    int item, block, row0, step;
   };
-  auto at_item = [&](int item, int seq) {
+  auto at_item = [&](int item) {
     const int block = item / row_groups;
-    return Cursor{item, seq, block, (item - block * row_groups) * RG, 0};
-  };
-  auto item_of = [&](int seq) {
-    if (!claims) return static_cast<int>(blockIdx.x) + seq * static_cast<int>(gridDim.x);
-    volatile int2* slot = &claimed[seq % kClaimSlots];
-    if (kw == 0 && seq > published) {  // warp 0's issue cursor: its claim for seq (== claimed_upto), published
-      const int item = __shfl_sync(0xffffffffu, claim_value, 0);
-      published = seq;
-      if (lane == 0) {
-        slot->y = item;
-        __threadfence_block();
-        slot->x = seq;
-      }
-      return item;
-    }
-    while (slot->x != seq) {
-    }
-    __threadfence_block();
-    return slot->y;
+    return Cursor{item, block, (item - block * row_groups) * RG, 0};
   };
   auto advance = [&](Cursor& c) {
-    if (c.item >= items) return;  // the block's last item is behind it
-    if (++c.step == steps) c = at_item(item_of(c.seq + 1), c.seq + 1);
-  };
-  // Warp 0's issue cursor at (seq, claim_step) claims the block's next item (once: the x pass revisits the
-  // first stages, which lie before claim_step).
-  auto claim_at = [&](const Cursor& c) {
-    if (!claims || kw != 0 || c.item >= items || c.step != claim_step || c.seq + 1 <= claimed_upto) return;
-    if (lane == 0) claim_value = static_cast<int>(gridDim.x) + atomicAdd(p.claims, 1);
-    claimed_upto = c.seq + 1;
+    if (++c.step == steps) c = at_item(c.item + static_cast<int>(gridDim.x));
   };
 
   // A stage's weights into ring slot `slot`; nothing past the block's last item. Features past n (pairs:
@@ -839,7 +799,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     }
   };
 
-  Cursor issue = at_item(static_cast<int>(blockIdx.x), 0), work = issue;
+  Cursor issue = at_item(static_cast<int>(blockIdx.x)), work = issue;
   {
     Cursor c = issue;
     for (int u = 0; u < S - 1; ++u, advance(c)) {
@@ -855,13 +815,11 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     issue_x(issue, u);
     copy_async_commit();
   }
-  claim_at(issue);
   // Groups so far: weights of stages 0 .. S-2, then their x; each step below adds stage i + S - 1 whole, so
   // with S - 1 groups left pending, stage i has landed.
 
   // A norm handoff's consumer: every row's scale from the producer's sums of squares (handoff_row_scale),
   // warp w taking rows w, w + 4, ...; read by warp 0 after the item's barrier.
-  __shared__ float row_scale[kMaxDecodeRows];
   if (p.row_sq != nullptr) {
     for (int r = kw; r < p.rows; r += kMmaWarps) {
       const float scale = handoff_row_scale(p, r, lane);
@@ -882,7 +840,6 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     issue_x(issue, issue_slot);
     copy_async_commit();
     advance(issue);
-    claim_at(issue);
     issue_slot = issue_slot + 1 == S ? 0 : issue_slot + 1;
     copy_async_wait_group<S - 1>();
     __syncwarp();
@@ -930,17 +887,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     }
     __syncthreads();  // red is written again at the next item's end
     clear();
-    if (work.seq == 0) trace_stamp(p, 4);
+    if (work.item == static_cast<int>(blockIdx.x)) trace_stamp(p, 4);
     advance(work);
   }
   copy_async_wait_group<0>();  // only empty groups remain; nothing may land after the block exits
-  if (claims && threadIdx.x == 0) {  // every claim of the block has returned: the last block zeroes the counters
-    __threadfence();
-    if (atomicAdd(p.claims + 1, 1) == static_cast<int>(gridDim.x) - 1) {
-      p.claims[0] = 0;
-      p.claims[1] = 0;
-    }
-  }
   trace_stamp(p, 5);
   if (!p.early_trigger) pdl_launch_dependents();
 }
@@ -1584,6 +1534,12 @@ int prepare_decode_kernel(Kernel kernel, int threads, size_t smem) {
     }
   }
   const auto [it, fresh] = resident.try_emplace(Key{device, fn, threads, smem}, 0);
+  // All of the unified L1 as shared memory where a block needs more than the default (the decode kernels
+  // stream through cp.async rings, bypassing the L1): a hint the driver may otherwise trade for L1 at launch,
+  // leaving fewer blocks resident than the occupancy below counts.
+  if (fresh && smem > kDefaultSmemLimit)
+    HELIUM_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                           static_cast<int>(cudaSharedmemCarveoutMaxShared)));
   if (fresh) HELIUM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&it->second, fn, threads, smem));
   return it->second;
 }
@@ -1898,7 +1854,7 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
     if (stages > 4) stages = 4;
     else row_group /= 2;
   }
-  const size_t smem = mma_smem_bytes(row_group, stages);
+  const size_t smem = mma_smem_bytes(row_group, stages) + c.mma_smem_pad;
   HELIUM_CUDA_REQUIRE("matmul", smem <= limit);
   p.row_groups = (shape.rows + row_group - 1) / row_group;
   p.feature_blocks = (positions + per_item - 1) / per_item;
@@ -1911,13 +1867,6 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
   HELIUM_CUDA_REQUIRE("matmul", per_sm > 0);
   const int64_t grid = std::min(items, int64_t{per_sm} * sm_count_of(c));
   HELIUM_CUDA_REQUIRE("matmul", grid < (int64_t{1} << 31));
-  // Claimed items where a block has more than one and each spans at least a ring of steps (the kernel's
-  // condition for claiming after its wait).
-  const int64_t steps = ((shape.k + kMmaStepK - 1) / kMmaStepK + kMmaWarps - 1) / kMmaWarps;
-  if (c.mma_claim && c.mma_claims != nullptr && items > grid && steps >= stages) {
-    p.claims = c.mma_claims;
-    ++c.mma_claim_launches;
-  }
   const PrologueArgs pro = prologue != nullptr ? *prologue : PrologueArgs{};
   HELIUM_CUDA_REQUIRE("matmul", pro.counts == nullptr || (row_group == 4 && p.row_groups == 1));
   launch(c, kernel, static_cast<unsigned>(grid), threads, smem, p, pro);

@@ -1060,7 +1060,7 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_MMA_EVICT_FIRST", "1", "off"},
                {"HELIUM_CUDA_MATMUL", "tensor", "mma"},
                {"HELIUM_CUDA_NORM_HANDOFF", "yes", "off"},
-               {"HELIUM_CUDA_MMA_CLAIM", "dynamic", "off"},
+               {"HELIUM_CUDA_MMA_SMEM_PAD_KB", "65", "1"},
                {"HELIUM_CUDA_ATTN_SPLIT", "yes", "off"},
                {"HELIUM_CUDA_PARTITION_LATE_KEYS", "soon", "0"},
                {"HELIUM_CUDA_MERGE_TRIGGER_KEYS", "-1", "0"},

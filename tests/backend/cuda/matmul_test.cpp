@@ -85,9 +85,7 @@ class DeviceArray {
 class GpuContext {
  public:
   GpuContext(int max_rows, int64_t max_k)
-      : workspace_(size_t{32} << 20),
-        scratch_(std::max<size_t>(cuda::matmul_scratch_bytes(max_rows, max_k), 256)),
-        claims_(2 * sizeof(int)) {
+      : workspace_(size_t{32} << 20), scratch_(std::max<size_t>(cuda::matmul_scratch_bytes(max_rows, max_k), 256)) {
     TEST_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
     if (cublasLtCreate(&ctx.lt) != CUBLAS_STATUS_SUCCESS) {
       std::fprintf(stderr, "cublasLtCreate failed\n");
@@ -101,8 +99,6 @@ class GpuContext {
     ctx.matmul_scratch = scratch_.get();
     ctx.matmul_scratch_bytes = scratch_.bytes();
     ctx.max_rows = max_rows;
-    TEST_CUDA(cudaMemset(claims_.get(), 0, claims_.bytes()));
-    ctx.mma_claims = claims_.as<int>();
   }
   ~GpuContext() {
     cublasLtDestroy(ctx.lt);
@@ -115,7 +111,7 @@ class GpuContext {
   cuda::Context ctx;
 
  private:
-  DeviceArray workspace_, scratch_, claims_;
+  DeviceArray workspace_, scratch_;
 };
 
 // Weights as stored (bytes in `dtype`) and as the kernels see them (exactly widened f32 values).
@@ -536,38 +532,6 @@ TEST_F(CudaMatmulTest, OneRowInstanceHasTheFourRowBits) {
           << ", the four-row instance's " << four[static_cast<size_t>(j)];
     }
     g.ctx.mma_one_row_stages = 0;
-  }
-}
-
-// Items claimed from the launch's counter as blocks go (Context::mma_claim) give every output the bits of
-// the static order (block b: items b, b + grid, ...), launch after launch (each launch's last block zeroes
-// the counter for the next: a stale counter would skip items, left poisoned), for one row (the one-row
-// instance), 4, 8 and 64 rows, shapes with several items per block (lm_head's and gate/up's widths) and a
-// feature block cut short.
-TEST_F(CudaMatmulTest, ClaimedItemsHaveTheStaticBits) {
-  GpuContext g(64, 4096);
-  std::mt19937 rng(41);
-  struct Shape {
-    int64_t n, k;
-  };
-  for (const Shape& s : {Shape{24576, 4096}, Shape{32000, 2048}, Shape{20008, 4096}}) {
-    Problem p(64, s.n, s.k, random_reals(rng, static_cast<size_t>(64 * s.k)),
-              make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(s.n * s.k))), nullptr);
-    for (int64_t rows : {1, 4, 8, 64}) {
-      g.ctx.mma_claim = false;
-      const int64_t before = g.ctx.mma_claim_launches;
-      const std::vector<float> fixed = p.run(g, rows);
-      EXPECT_EQ(g.ctx.mma_claim_launches, before);
-      g.ctx.mma_claim = true;
-      for (int launch = 0; launch < 3; ++launch) {
-        const std::vector<float> claimed = p.run(g, rows);
-        int64_t j = 0;
-        EXPECT_TRUE(same_bits(claimed.data(), fixed.data(), rows * s.n, &j))
-            << s.n << " x " << s.k << ", " << rows << " rows, launch " << launch << ": output " << j << " is "
-            << claimed[static_cast<size_t>(j)] << ", the static order's " << fixed[static_cast<size_t>(j)];
-      }
-      EXPECT_EQ(g.ctx.mma_claim_launches, before + 3) << s.n << " x " << s.k << ", " << rows << " rows";
-    }
   }
 }
 
