@@ -473,8 +473,9 @@ int run(const Options& opt) {
   // The backend's one-row instance switch (Context::mma_one_row_stages), read as CudaBackend::create does.
   if (const char* r = std::getenv("HELIUM_CUDA_MMA_ONE_ROW"); r != nullptr && *r)
     ctx.mma_one_row_stages = std::atoi(r);
-  if (const char* pad = std::getenv("HELIUM_CUDA_MMA_SMEM_PAD_KB"); pad != nullptr && *pad)
-    ctx.mma_smem_pad = static_cast<size_t>(std::atoi(pad)) << 10;
+  if (const char* b = std::getenv("HELIUM_CUDA_MMA_BLOCKS"); b != nullptr && *b) ctx.mma_one_row_blocks = std::atoi(b);
+  if (const char* sp = std::getenv("HELIUM_CUDA_MMA_SPREAD"); sp != nullptr && *sp)
+    ctx.mma_spread = std::string(sp) != "off";
 
   JsonWriter json;
   json.raw("{");

@@ -183,9 +183,10 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
       return Status::error("HELIUM_CUDA_MMA_ONE_ROW must be 0, 6, 7 or 8, not '" + std::string(v) + "'");
     impl->ctx.mma_one_row_stages = v[0] - '0';
   }
-  long mma_pad_kb = 0;
-  HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_MMA_SMEM_PAD_KB", "a whole number of KB", 0, 64, mma_pad_kb));
-  impl->ctx.mma_smem_pad = static_cast<size_t>(mma_pad_kb) << 10;
+  long mma_blocks = impl->ctx.mma_one_row_blocks;
+  HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_MMA_BLOCKS", "a block count", 1, 4, mma_blocks));
+  impl->ctx.mma_one_row_blocks = static_cast<int>(mma_blocks);
+  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MMA_SPREAD", "on", "off", impl->ctx.mma_spread));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_NORM_HANDOFF", "on", "off", impl->ctx.norm_handoff));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_SPLIT", "on", "off", impl->ctx.attention_split));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_QKV_PROLOGUE", "on", "off", impl->ctx.qkv_prologue));

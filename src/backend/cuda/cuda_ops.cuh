@@ -200,7 +200,8 @@ struct Context {
   // One-row launches of the tensor-core decode matmul take its one-row instance (a stage of 2,304 bytes:
   // x's two split rows only, so more blocks fit a multiprocessor) with this many stages per warp ring (6, 7
   // or 8; 0: the tuned depth on the four-row instance). HELIUM_CUDA_MMA_ONE_ROW=0|6|7|8. The same bits
-  // either way. 6 stages fit four blocks on an H200 multiprocessor, 7 and 8 three, the four-row instance's
+  // either way. 6, 7 and 8 stages all ran three blocks on an H200 multiprocessor (mma_one_row_blocks; the
+  // measurements below were taken so, though this comment said four for 6 stages), the four-row instance's
   // 8 two. There (Qwen3-8B shape, 256 tokens, two rounds; docs/benchmarks.md, twenty-first session), with
   // the merge's early trigger at 32K: 6 stages 224.9 / 223.2 tok/s at 1K, 183.6 / 182.1 at 32K; 8 stages
   // where every item has a block, else 6: 222.1 / 221.9 and 179.7 / 179.4; 8 stages (without the merge's
@@ -208,9 +209,16 @@ struct Context {
   // its wait) 204.8 / 204.7 and 171.1 / 171.0. Deeper one-row rings at two blocks a multiprocessor (10, 12
   // stages) ran slower than the four-row instance (call 1: 209.6 and 203.3 at 1K against 214.7).
   int mma_one_row_stages = 6;
-  // Diagnostic only (HELIUM_CUDA_MMA_SMEM_PAD_KB): unused bytes added to each tensor-core decode matmul
-  // block's shared memory, to compare residencies (1 KB: three one-row blocks a multiprocessor at 6 stages).
-  size_t mma_smem_pad = 0;
+  // The one-row instance's blocks per multiprocessor, at most (matmul.cu, one_row_block_smem pads a block's
+  // shared memory to hold it there; HELIUM_CUDA_MMA_BLOCKS=1..4). Three: on the H200 (Qwen3-8B shape, 256
+  // tokens, two rounds; docs/benchmarks.md, twenty-fourth session) four blocks of 6 stages decoded 211.62 /
+  // 211.48 tok/s at 1K against 226.25 / 226.26 with three (8K 193.4 against 205.5-205.8, 32K 169.5-169.6
+  // against 178.8-179.0), the layer's four matmuls 114.7 µs against 107.0. (Until then the static row-scale
+  // array had held them at three while this comment said four.)
+  int mma_one_row_blocks = 3;
+  // And where a one-row launch has fewer items than that many blocks per multiprocessor, ceil(items /
+  // multiprocessors) blocks each (the scheduler would pack them); HELIUM_CUDA_MMA_SPREAD=on|off.
+  bool mma_spread = true;
   // Diagnostic only (helium_bench_cuda_matmul --chain): when set, each block of a decode matmul writes
   // kMatmulTraceEvents %globaltimer stamps to matmul_trace[block · kMatmulTraceEvents + event] (matmul.cu).
   unsigned long long* matmul_trace = nullptr;

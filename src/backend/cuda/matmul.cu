@@ -567,10 +567,8 @@ __host__ __device__ constexpr int mma_stage_bytes(int row_group) { return kMmaWB
 // The whole block: the warps' rings, the sums of warps 1..3 [kw - 1][NT · 4][32] (warp 0 keeps its own),
 // then a norm handoff consumer's row scales (mma_row_scales). Row groups of 4 and more keep a fourth warp's
 // worth of sums, the q/k/v prologue's scratch (kRmsLanes + head_dim floats, rms_norm_qkv_prologue); RG 1
-// does without, and keeps its one row scale there too, so that the kernel has no static shared memory and
-// six stages fit four blocks on an H200 multiprocessor (4 × (56,848 + 1,024 reserved) <= 228 KB; with the
-// scales in a static array, allocated in whole kilobytes, three fitted: docs/benchmarks.md, twenty-fourth
-// session).
+// does without, and keeps its one row scale there too (no static shared memory: how many blocks share a
+// multiprocessor is one_row_block_smem's choice alone).
 constexpr int mma_sum_floats(int row_group) {
   return (row_group == 1 ? kMmaWarps - 1 : kMmaWarps) * ((row_group + 3) / 4) * 4 * 32;
 }
@@ -1815,6 +1813,24 @@ bool stream_enqueue(const Context& c, DecodeParams p, const MatmulShape& shape, 
 }
 
 
+// The one-row instance's shared memory per block: `need`, padded until no more than Context::mma_one_row_blocks
+// blocks fit a multiprocessor, or, with Context::mma_spread, ceil(items / multiprocessors) where that is fewer
+// (a launch whose every block has one item: o_proj and down, 256 items; the block scheduler otherwise packs
+// them onto as few multiprocessors as hold them, and those stream the launch's tail alone). Residency only:
+// the same bits at any size.
+size_t one_row_block_smem(const Context& c, int64_t items, size_t need) {
+  int64_t per_sm = c.mma_one_row_blocks;
+  if (c.mma_spread && c.sm_count > 0) per_sm = std::min<int64_t>(per_sm, (items + c.sm_count - 1) / c.sm_count);
+  int device = 0, sm_bytes = 0, reserved = 0, block_max = 0;
+  HELIUM_CUDA_CHECK(cudaGetDevice(&device));
+  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
+  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&block_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  // The least size (a multiple of 16 bytes) at which per_sm + 1 blocks and their reservations overflow.
+  const int64_t bound = (int64_t{sm_bytes} / (per_sm + 1) - reserved + 16) / 16 * 16;
+  return static_cast<size_t>(std::min<int64_t>(block_max, std::max<int64_t>(static_cast<int64_t>(need), bound)));
+}
+
 // The tensor-core kernel's launch: x's transform split into Context::matmul_scratch (split_x_kernel), then
 // the matmul with rows in groups of 4, 8 or 16 (each item streams its weights once for its group), fewer
 // stages or smaller groups where the device's shared memory is smaller (speed only).
@@ -1854,11 +1870,12 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
     if (stages > 4) stages = 4;
     else row_group /= 2;
   }
-  const size_t smem = mma_smem_bytes(row_group, stages) + c.mma_smem_pad;
-  HELIUM_CUDA_REQUIRE("matmul", smem <= limit);
   p.row_groups = (shape.rows + row_group - 1) / row_group;
   p.feature_blocks = (positions + per_item - 1) / per_item;
   const int64_t items = p.row_groups * p.feature_blocks;
+  const size_t need = mma_smem_bytes(row_group, stages);
+  const size_t smem = row_group == 1 ? one_row_block_smem(c, items, need) : need;
+  HELIUM_CUDA_REQUIRE("matmul", smem <= limit);
   HELIUM_CUDA_REQUIRE("matmul", items < (int64_t{1} << 31) - int64_t{1} * 1024 * 1024);  // 32-bit item counters
   const MmaKernel kernel = pick_mma_kernel(row_group, stages, prologue != nullptr);
   HELIUM_CUDA_REQUIRE("matmul", kernel != nullptr);
