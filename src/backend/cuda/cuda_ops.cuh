@@ -213,8 +213,9 @@ struct Context {
   // shared memory to hold it there; HELIUM_CUDA_MMA_BLOCKS=1..4). Three: on the H200 (Qwen3-8B shape, 256
   // tokens, two rounds; docs/benchmarks.md, twenty-fourth session) four blocks of 6 stages decoded 211.62 /
   // 211.48 tok/s at 1K against 226.25 / 226.26 with three (8K 193.4 against 205.5-205.8, 32K 169.5-169.6
-  // against 178.8-179.0), the layer's four matmuls 114.7 µs against 107.0. (Until then the static row-scale
-  // array had held them at three while this comment said four.)
+  // against 178.8-179.0), the layer's four matmuls 114.7 µs against 107.0. (Until then they ran three,
+  // though the comment above said four: the kernel's static row-scale array or the default L1 carveout held
+  // them there; the change that let four fit removed the one and set the other, not separated.)
   int mma_one_row_blocks = 3;
   // And where a one-row launch has fewer items than that many blocks per multiprocessor, ceil(items /
   // multiprocessors) blocks each (the scheduler would pack them); HELIUM_CUDA_MMA_SPREAD=on|off. On the
