@@ -1508,14 +1508,8 @@ size_t decode_block_smem(const Context& c, int64_t blocks, size_t need) {
   if (!c.attention_spread || c.sm_count <= 0) return need;
   const int64_t per_sm = (blocks + c.sm_count - 1) / c.sm_count;
   if (per_sm >= kDecodeBlocksPerSm) return need;
-  int device = 0, sm_bytes = 0, reserved = 0, block_max = 0;
-  HELIUM_CUDA_CHECK(cudaGetDevice(&device));
-  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
-  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&block_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   // per_sm + 1 blocks of this size (and the per-block reservation) overflow the multiprocessor, by 4 KB.
-  const int64_t spread = int64_t{sm_bytes} / (per_sm + 1) - reserved + 4096;
-  return static_cast<size_t>(std::min<int64_t>(block_max, std::max<int64_t>(static_cast<int64_t>(need), spread)));
+  return smem_for_residency(per_sm, need, 4096);
 }
 
 template <typename T, int kHeadDim, int kGroup, Ring kRing, bool kFused>

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -314,6 +315,19 @@ void launch(const Context& c, void (*kernel)(Params...), dim3 grid, dim3 block, 
   config.attrs = &attribute;
   config.numAttrs = c.pdl ? 1 : 0;
   HELIUM_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+// A block's shared memory for at most `per_sm` blocks a multiprocessor: `need`, or more where per_sm + 1
+// blocks of `need` (and the per-block reservation) would fit — padded to the bound at which they overflow,
+// plus `margin` bytes, a multiple of 16 (decode attention's spread grids and the one-row decode matmul).
+inline size_t smem_for_residency(int64_t per_sm, size_t need, int64_t margin) {
+  int device = 0, sm_bytes = 0, reserved = 0, block_max = 0;
+  HELIUM_CUDA_CHECK(cudaGetDevice(&device));
+  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
+  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&block_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const int64_t bound = (int64_t{sm_bytes} / (per_sm + 1) - reserved + margin + 15) / 16 * 16;
+  return static_cast<size_t>(std::min<int64_t>(block_max, std::max<int64_t>(static_cast<int64_t>(need), bound)));
 }
 
 // "Rows" = product of all but the last dimension; "cols" = the last dimension.

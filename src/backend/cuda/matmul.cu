@@ -1821,14 +1821,7 @@ bool stream_enqueue(const Context& c, DecodeParams p, const MatmulShape& shape, 
 size_t one_row_block_smem(const Context& c, int64_t items, size_t need) {
   int64_t per_sm = c.mma_one_row_blocks;
   if (c.mma_spread && c.sm_count > 0) per_sm = std::min<int64_t>(per_sm, (items + c.sm_count - 1) / c.sm_count);
-  int device = 0, sm_bytes = 0, reserved = 0, block_max = 0;
-  HELIUM_CUDA_CHECK(cudaGetDevice(&device));
-  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
-  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&block_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  // The least size (a multiple of 16 bytes) at which per_sm + 1 blocks and their reservations overflow.
-  const int64_t bound = (int64_t{sm_bytes} / (per_sm + 1) - reserved + 16) / 16 * 16;
-  return static_cast<size_t>(std::min<int64_t>(block_max, std::max<int64_t>(static_cast<int64_t>(need), bound)));
+  return smem_for_residency(per_sm, need, 1);  // the least size at which per_sm + 1 overflow
 }
 
 // The tensor-core kernel's launch: x's transform split into Context::matmul_scratch (split_x_kernel), then
