@@ -45,6 +45,15 @@ Result<GenerationResult> GenerationChannel::wait_done() {
   return result;
 }
 
+std::optional<Result<GenerationResult>> GenerationChannel::wait_done_for(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  if (!ready_.wait_for(lock, timeout, [&] { return done_.has_value(); })) return std::nullopt;
+  std::optional<Result<GenerationResult>> result(std::move(*done_));
+  done_.reset();
+  text_.clear();
+  return result;
+}
+
 void GenerationChannel::cancel() {
   std::lock_guard lock(mutex_);
   cancelled_ = true;

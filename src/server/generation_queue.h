@@ -65,6 +65,8 @@ class GenerationChannel {
   Update wait(std::chrono::milliseconds timeout);
   // Waits for the end; the text on the way is dropped (the result holds all of it).
   Result<GenerationResult> wait_done();
+  // The same, for at most `timeout`: nothing if the end has not come by then.
+  std::optional<Result<GenerationResult>> wait_done_for(std::chrono::milliseconds timeout);
 
   void cancel();
   bool cancelled() const;

@@ -18,6 +18,7 @@
 #include "server/api_adapter.h"
 #include "server/json_fields.h"
 #include "server/metrics.h"
+#include "server/peer_watch.h"
 
 namespace helium::server {
 namespace {
@@ -49,6 +50,9 @@ struct RequestLog {
   std::string error;
   Clock::time_point start = Clock::now();
 };
+
+// How often a reply answered in one piece looks whether its client is still connected (PeerWatch).
+constexpr std::chrono::milliseconds kPeerCheckInterval{100};
 
 // Routes under /v1/messages answer in Anthropic's error shape; the rest in OpenAI's.
 ApiFlavor flavor_for_path(const std::string& path) {
@@ -379,7 +383,19 @@ void HttpServer::Impl::handle_generation(const ApiAdapter& api, const httplib::R
     return;
   }
 
-  Result<GenerationResult> result = channel->wait_done();
+  // Answered in one piece: nothing is written until the end, so the connection itself is watched, and a
+  // client that went away stops its generation as a streamed one does (its reply goes nowhere).
+  const PeerWatch peer(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  bool client_closed = false;
+  std::optional<Result<GenerationResult>> done;
+  while (!(done = channel->wait_done_for(kPeerCheckInterval))) {
+    if (!client_closed && peer.closed()) {
+      client_closed = true;
+      channel->cancel();
+      queue.cancel(id.value());
+    }
+  }
+  Result<GenerationResult> result = std::move(*done);
   untrack(id.value());
   log.first_token_ms = channel->first_token_ms();
   if (!result.is_ok()) return send_error(res, flavor, ApiError::internal("generation failed: " + result.error_message()), log);
@@ -387,6 +403,13 @@ void HttpServer::Impl::handle_generation(const ApiAdapter& api, const httplib::R
   log.generated_tokens = static_cast<int>(result->tokens.size());
   log.prefill_ms = result->prefill_seconds * 1000;
   log.finish_reason = result->finish_reason;
+  if (client_closed) {  // no one to answer: the log line says so (499, nginx's "client closed request")
+    log.finish_reason = "client_closed";
+    log.error = "the client closed the connection before the reply";
+    send_json(res, Json{{"error", {{"message", log.error}}}});
+    res.status = 499;
+    return;
+  }
   if (result->finish_reason == "cancelled")
     return send_error(res, flavor, {ErrorKind::kUnavailable, "the request was cancelled: the server is shutting down", {}}, log);
   ParsedMessage message;

@@ -290,6 +290,43 @@ TEST(ServerStreaming, ClientDisconnectCancelsTheGeneration) {
   expect_alive(server.port());
 }
 
+// A reply answered in one piece writes nothing until the end: the server watches the connection
+// (PeerWatch) and stops generating for a client that went away, as it does for a stream.
+TEST(ServerNonStreamed, ClientDisconnectCancelsTheGeneration) {
+  EngineServer server;
+  ASSERT_TRUE(server.ok());
+  const int max_tokens = 1800;
+  const Json body = {{"prompt", "def main():"}, {"max_tokens", max_tokens}, {"logit_bias", no_eos_bias()}};
+  const int fd = connect_to(server.port());
+  ASSERT_GE(fd, 0);
+  const std::string request = raw_request("/v1/completions", dump_json(body));
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  // Walk away once the engine is decoding for it, without reading anything.
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  SchedulerStats stats;
+  do {
+    std::this_thread::sleep_for(5ms);
+    stats = server.scheduler().stats();
+  } while (stats.decode_steps < 4 && std::chrono::steady_clock::now() < deadline);
+  ASSERT_GE(stats.decode_steps, 4u) << "the request never started decoding";
+  ASSERT_EQ(stats.requests_completed, 0u) << "the request ended before the client left: make it longer";
+  ::close(fd);
+  deadline = std::chrono::steady_clock::now() + 20s;
+  do {
+    std::this_thread::sleep_for(20ms);
+    stats = server.scheduler().stats();
+  } while ((stats.running != 0 || stats.requests_completed == 0) && std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(stats.running, 0u);
+  EXPECT_EQ(stats.requests_completed, 1u);
+  EXPECT_LT(stats.generated_tokens, static_cast<uint64_t>(max_tokens)) << "the generation was not cancelled";
+  expect_alive(server.port());
+  // A client that stays gets its whole reply (the watch does not mistake a waiting client for a closed one).
+  const HttpReply reply = post(server.port(), "/v1/completions",
+                               dump_json(Json{{"prompt", "def main():"}, {"max_tokens", 64}, {"logit_bias", no_eos_bias()}}));
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.json()["usage"]["completion_tokens"], 64) << reply.body;
+}
+
 TEST(ServerStreaming, FiftyConcurrentStreamsEachGetTheirOwnTokens) {
   EngineServer server;
   ASSERT_TRUE(server.ok());
