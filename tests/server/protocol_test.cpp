@@ -259,6 +259,21 @@ TEST(ServerAuth, ApiKeyGuardsEveryRouteButHealth) {
   EXPECT_EQ(get(server.port(), "/v1/models", {{"Authorization", "Bearer sekret"}}).status, 200);
 }
 
+// After the only request's client walked away: the engine stops soon, long before max_tokens, and the server
+// lives on.
+void expect_cancelled_soon(EngineServer& server, int max_tokens) {
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  SchedulerStats stats;
+  do {
+    std::this_thread::sleep_for(20ms);
+    stats = server.scheduler().stats();
+  } while ((stats.running != 0 || stats.requests_completed == 0) && std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(stats.running, 0u);
+  EXPECT_EQ(stats.requests_completed, 1u);
+  EXPECT_LT(stats.generated_tokens, static_cast<uint64_t>(max_tokens)) << "the generation was not cancelled";
+  expect_alive(server.port());
+}
+
 TEST(ServerStreaming, ClientDisconnectCancelsTheGeneration) {
   EngineServer server;
   ASSERT_TRUE(server.ok());
@@ -277,17 +292,7 @@ TEST(ServerStreaming, ClientDisconnectCancelsTheGeneration) {
     received.append(buf, static_cast<size_t>(n));
   }
   ::close(fd);
-  // The engine stops soon after: the request finishes long before max_tokens.
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  SchedulerStats stats;
-  do {
-    std::this_thread::sleep_for(20ms);
-    stats = server.scheduler().stats();
-  } while ((stats.running != 0 || stats.requests_completed == 0) && std::chrono::steady_clock::now() < deadline);
-  EXPECT_EQ(stats.running, 0u);
-  EXPECT_EQ(stats.requests_completed, 1u);
-  EXPECT_LT(stats.generated_tokens, static_cast<uint64_t>(max_tokens)) << "the generation was not cancelled";
-  expect_alive(server.port());
+  expect_cancelled_soon(server, max_tokens);
 }
 
 // A reply answered in one piece writes nothing until the end: the server watches the connection
@@ -302,7 +307,7 @@ TEST(ServerNonStreamed, ClientDisconnectCancelsTheGeneration) {
   const std::string request = raw_request("/v1/completions", dump_json(body));
   ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
   // Walk away once the engine is decoding for it, without reading anything.
-  auto deadline = std::chrono::steady_clock::now() + 20s;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
   SchedulerStats stats;
   do {
     std::this_thread::sleep_for(5ms);
@@ -311,15 +316,7 @@ TEST(ServerNonStreamed, ClientDisconnectCancelsTheGeneration) {
   ASSERT_GE(stats.decode_steps, 4u) << "the request never started decoding";
   ASSERT_EQ(stats.requests_completed, 0u) << "the request ended before the client left: make it longer";
   ::close(fd);
-  deadline = std::chrono::steady_clock::now() + 20s;
-  do {
-    std::this_thread::sleep_for(20ms);
-    stats = server.scheduler().stats();
-  } while ((stats.running != 0 || stats.requests_completed == 0) && std::chrono::steady_clock::now() < deadline);
-  EXPECT_EQ(stats.running, 0u);
-  EXPECT_EQ(stats.requests_completed, 1u);
-  EXPECT_LT(stats.generated_tokens, static_cast<uint64_t>(max_tokens)) << "the generation was not cancelled";
-  expect_alive(server.port());
+  expect_cancelled_soon(server, max_tokens);
   // A client that stays gets its whole reply (the watch does not mistake a waiting client for a closed one).
   const HttpReply reply = post(server.port(), "/v1/completions",
                                dump_json(Json{{"prompt", "def main():"}, {"max_tokens", 64}, {"logit_bias", no_eos_bias()}}));

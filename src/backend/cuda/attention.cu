@@ -132,10 +132,8 @@ struct AttentionArgs {
 // This block's %globaltimer stamp of `event` into Context::attention_trace (thread 0; nothing without one).
 __device__ __forceinline__ void attention_stamp(const AttentionArgs& a, int event) {
   if (a.trace != nullptr && threadIdx.x == 0) {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     const int64_t block = blockIdx.x + int64_t{gridDim.x} * (blockIdx.y + int64_t{gridDim.y} * blockIdx.z);
-    a.trace[block * kAttentionTraceEvents + event] = t;
+    a.trace[block * kAttentionTraceEvents + event] = globaltimer_ns();
   }
 }
 
@@ -933,14 +931,17 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
         s_red[(key_group * kGroup + g) * kHeadDim + (v * Tr::kLanesPerKey + lane_k) * Tr::kVec + e] =
             acc[g][v * Tr::kVec + e];
   __syncthreads();
+  // Output o (query head o / kHeadDim of the group, element o % kHeadDim) of the partition: its lane groups'
+  // accumulators summed in slot order.
+  auto slot_sum = [&](int o) {
+    const int g = o / kHeadDim, d = o % kHeadDim;
+    float sum = 0.0f;
+    for (int s = 0; s < Tr::kKeySlots; ++s) sum += s_red[(s * kGroup + g) * kHeadDim + d];
+    return sum;
+  };
   if (Tr::kClusterMergeFits && a.cluster_merge) {  // the partials stay in shared memory for the cluster's merge
     float* s_pacc = reinterpret_cast<float*>(smem + Tr::kRedBytes);
-    for (int o = tid; o < kGroup * kHeadDim; o += kDecodeThreads) {
-      const int g = o / kHeadDim, d = o % kHeadDim;
-      float sum = 0.0f;
-      for (int s = 0; s < Tr::kKeySlots; ++s) sum += s_red[(s * kGroup + g) * kHeadDim + d];
-      s_pacc[o] = sum;
-    }
+    for (int o = tid; o < kGroup * kHeadDim; o += kDecodeThreads) s_pacc[o] = slot_sum(o);
     attention_stamp(a, 7);
     merge_in_cluster<kHeadDim, kGroup>(a.out, a.out_split, a.n_heads, row, head0, partition_count(rk.n_keys, a.tiers),
                                        s_pacc, s_m, s_l, s_score, s_score + 16 * kGroup, s_score + 32 * kGroup,
@@ -948,12 +949,9 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
     return;
   }
   const int64_t part_index = (static_cast<int64_t>(row) * a.n_heads + head0) * a.n_partitions + part;
-  for (int o = tid; o < kGroup * kHeadDim; o += kDecodeThreads) {
-    const int g = o / kHeadDim, d = o % kHeadDim;
-    float sum = 0.0f;
-    for (int s = 0; s < Tr::kKeySlots; ++s) sum += s_red[(s * kGroup + g) * kHeadDim + d];
-    a.partial_acc[(part_index + static_cast<int64_t>(g) * a.n_partitions) * kHeadDim + d] = sum;
-  }
+  for (int o = tid; o < kGroup * kHeadDim; o += kDecodeThreads)
+    a.partial_acc[(part_index + static_cast<int64_t>(o / kHeadDim) * a.n_partitions) * kHeadDim + o % kHeadDim] =
+        slot_sum(o);
   if (tid < kGroup) a.partial_ml[part_index + static_cast<int64_t>(tid) * a.n_partitions] = make_float2(s_m[tid], s_l[tid]);
   attention_stamp(a, 7);
   if constexpr (kFused) {

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <span>
 #include <utility>
 #include <vector>
@@ -290,6 +292,14 @@ enum OmitBits : unsigned {
   kOmitAttnMath = 1u << 8,   // decode attention's arithmetic (its K/V loads stay): the streaming alone
 };
 
+// The GPU's global nanosecond clock (%globaltimer), for the diagnostic timelines (Context::matmul_trace,
+// Context::attention_trace, the layer stream's StreamParams::diag).
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // Every kernel starts with this: under programmatic dependent launch it blocks until the previous
 // kernel in the stream has finished and its writes are visible (a no-op otherwise and before sm_90).
 __device__ __forceinline__ void pdl_wait() {
@@ -333,28 +343,39 @@ void launch(const Context& c, void (*kernel)(Params...), dim3 grid, dim3 block, 
   HELIUM_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
+// The current device's shared-memory limits: per multiprocessor, reserved per block, a block's opt-in
+// maximum. Read from the driver once per device (the residency helpers below run at every decode launch).
+struct SmemLimits {
+  int per_sm = 0, reserved = 0, block_max = 0;
+};
+inline SmemLimits smem_limits() {
+  static std::mutex mutex;
+  static std::map<int, SmemLimits> read;
+  int device = 0;
+  HELIUM_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto [it, fresh] = read.try_emplace(device);
+  if (fresh) {
+    HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&it->second.per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+    HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&it->second.reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
+    HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&it->second.block_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  }
+  return it->second;
+}
 // A block's shared memory for at most `per_sm` blocks a multiprocessor: `need`, or more where per_sm + 1
 // blocks of `need` (and the per-block reservation) would fit — padded to the bound at which they overflow,
 // plus `margin` bytes, a multiple of 16 (decode attention's spread grids and the one-row decode matmul).
 inline size_t smem_for_residency(int64_t per_sm, size_t need, int64_t margin) {
-  int device = 0, sm_bytes = 0, reserved = 0, block_max = 0;
-  HELIUM_CUDA_CHECK(cudaGetDevice(&device));
-  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
-  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&block_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const int64_t bound = (int64_t{sm_bytes} / (per_sm + 1) - reserved + margin + 15) / 16 * 16;
-  return static_cast<size_t>(std::min<int64_t>(block_max, std::max<int64_t>(static_cast<int64_t>(need), bound)));
+  const SmemLimits l = smem_limits();
+  const int64_t bound = (int64_t{l.per_sm} / (per_sm + 1) - l.reserved + margin + 15) / 16 * 16;
+  return static_cast<size_t>(std::min<int64_t>(l.block_max, std::max<int64_t>(static_cast<int64_t>(need), bound)));
 }
 // The most shared memory a block may take with `per_sm` blocks (and their per-block reservations) still
 // fitting a multiprocessor, a multiple of 16.
 inline size_t smem_within_residency(int64_t per_sm) {
-  int device = 0, sm_bytes = 0, reserved = 0, block_max = 0;
-  HELIUM_CUDA_CHECK(cudaGetDevice(&device));
-  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
-  HELIUM_CUDA_CHECK(cudaDeviceGetAttribute(&block_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const int64_t most = (int64_t{sm_bytes} / std::max<int64_t>(per_sm, 1) - reserved) / 16 * 16;
-  return static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(block_max, most)));
+  const SmemLimits l = smem_limits();
+  const int64_t most = (int64_t{l.per_sm} / std::max<int64_t>(per_sm, 1) - l.reserved) / 16 * 16;
+  return static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(l.block_max, most)));
 }
 
 // "Rows" = product of all but the last dimension; "cols" = the last dimension.

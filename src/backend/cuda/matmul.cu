@@ -226,11 +226,7 @@ __device__ __forceinline__ float store_output(const DecodeParams& p, int64_t row
 
 // This block's %globaltimer stamp of `event` into Context::matmul_trace (thread 0; nothing without a trace).
 __device__ __forceinline__ void trace_stamp(const DecodeParams& p, int event) {
-  if (p.trace != nullptr && threadIdx.x == 0) {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    p.trace[blockIdx.x * kMatmulTraceEvents + event] = t;
-  }
+  if (p.trace != nullptr && threadIdx.x == 0) p.trace[blockIdx.x * kMatmulTraceEvents + event] = globaltimer_ns();
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -989,11 +985,6 @@ __device__ __forceinline__ int load_acquire(const int* p) {
   asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ uint64_t global_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
-}
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kStreamConsumers) : "memory"); }
 __device__ __forceinline__ void group_sync(int group) {
   asm volatile("bar.sync %0, %1;" ::"r"(2 + group), "n"(kMmaWarps * 32) : "memory");
@@ -1091,7 +1082,7 @@ __device__ __forceinline__ void stream_begin_phase(const StreamParams& sp, int p
       }
     consumers_sync();
   }
-  if (passed != nullptr && tid == 0) *passed = global_ns();
+  if (passed != nullptr && tid == 0) *passed = globaltimer_ns();
   const int k = static_cast<int>(p.k);
   if (p.x_split != nullptr) {
     for (int i = tid * 8; i < k; i += kStreamConsumers * 8) {
@@ -1152,7 +1143,7 @@ __device__ __forceinline__ void stream_stats_print(const StreamParams& sp, const
          launch, static_cast<int>(blockIdx.x), (st.start % 10000000000ull) * 1e-3, sp.copies[0], sp.reps, sp.phases,
          at(st.passed[0]), at(st.begun[0]), at(st.ended[0]), at(st.passed[1]), at(st.begun[1]), at(st.ended[1]),
          at(st.passed[2]), at(st.begun[2]), at(st.ended[2]), at(st.passed[3]), at(st.begun[3]), at(st.ended[3]),
-         st.producer_wait * 1e-3, at(st.producer_done), st.consumer_wait * 1e-3, at(global_ns()));
+         st.producer_wait * 1e-3, at(st.producer_done), st.consumer_wait * 1e-3, at(globaltimer_ns()));
 }
 // The B fragment of x's split for k-step columns at k0 (+ kk · 16): columns 0 (hi) and 1 (lo) in lanes 0..7,
 // zeros elsewhere, as matmul_mma_kernel's ldmatrix of a one-row group gives.
@@ -1218,7 +1209,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1) matmul_stream_kernel(const 
     if (timed) {
       launch = __ldcg(&sp.counters[kMaxStreamPhases + 1]);
       *stats = StreamStats{};
-      stats->start = global_ns();
+      stats->start = globaltimer_ns();
     }
     for (int s = 0; s < slots; ++s) {
       mbar_init(&full[s], 1);
@@ -1241,9 +1232,9 @@ __global__ void __launch_bounds__(kStreamThreads, 1) matmul_stream_kernel(const 
       ++issued;
       if (lane == 0) {
         if (fill > 0) {
-          const uint64_t t = timed ? global_ns() : 0;
+          const uint64_t t = timed ? globaltimer_ns() : 0;
           mbar_wait(&empty[slot], (fill - 1) & 1);
-          if (timed) stats->producer_wait += global_ns() - t;
+          if (timed) stats->producer_wait += globaltimer_ns() - t;
         }
         meta[slot] = m;
         if (m.phase < sp.phases) mbar_expect(&full[slot], stage_bytes);
@@ -1299,7 +1290,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1) matmul_stream_kernel(const 
         if (!any) break;
       }
     }
-    if (timed && lane == 0) stats->producer_done = global_ns();
+    if (timed && lane == 0) stats->producer_done = globaltimer_ns();
     put(StageMeta{sp.phases, 0, 0, 0}, 0);  // the end of the block's stream
     return;  // the copies complete on the full barriers the consumers wait for
   }
@@ -1308,21 +1299,21 @@ __global__ void __launch_bounds__(kStreamThreads, 1) matmul_stream_kernel(const 
   pdl_wait();  // the previous kernel's writes (x of the first phase) are visible after this
   int ph = 0;
   stream_begin_phase(sp, 0, xs, row_scale, timed ? &stats->passed[0] : nullptr);
-  if (timed && threadIdx.x == 0) stats->begun[0] = global_ns();
+  if (timed && threadIdx.x == 0) stats->begun[0] = globaltimer_ns();
   int steps = steps_of(0);  // stages of an item of phase ph
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (uint32_t at = 0;; ++at) {
     const int slot = static_cast<int>(at % slots);
-    const uint64_t t = timed ? global_ns() : 0;
+    const uint64_t t = timed ? globaltimer_ns() : 0;
     mbar_wait(&full[slot], (at / slots) & 1);
-    if (timed && threadIdx.x == 0) stats->consumer_wait += global_ns() - t;
+    if (timed && threadIdx.x == 0) stats->consumer_wait += globaltimer_ns() - t;
     const StageMeta m = meta[slot];
     while (ph < m.phase) {  // the block's part of phase ph is done (every group's last item stored)
-      if (timed && threadIdx.x == 0) stats->ended[ph] = global_ns();
+      if (timed && threadIdx.x == 0) stats->ended[ph] = globaltimer_ns();
       stream_end_phase(sp, ph);
       if (++ph == sp.phases) break;
       stream_begin_phase(sp, ph, xs, row_scale, timed ? &stats->passed[ph] : nullptr);
-      if (timed && threadIdx.x == 0) stats->begun[ph] = global_ns();
+      if (timed && threadIdx.x == 0) stats->begun[ph] = globaltimer_ns();
       steps = steps_of(ph);
     }
     if (ph == sp.phases) break;
