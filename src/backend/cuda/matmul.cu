@@ -1852,6 +1852,17 @@ int64_t one_row_blocks_per_sm(const Context& c, int64_t items) {
 size_t one_row_block_smem(const Context& c, int64_t items, size_t need) {
   return smem_for_residency(one_row_blocks_per_sm(c, items), need, 1);  // the least size at which per_sm + 1 overflow
 }
+// A block of a launch of row groups of 4 or more (`need` bytes): padded so that ceil(items / multiprocessors)
+// fit a multiprocessor where fewer than `need` would let fit (Context::mma_spread_rows), else `need`.
+size_t rows_block_smem(const Context& c, int64_t items, size_t need) {
+  if (!c.mma_spread_rows || c.sm_count <= 0) return need;
+  const SmemLimits l = smem_limits();
+  const int64_t fit = l.per_sm / (static_cast<int64_t>(need) + l.reserved);
+  const int64_t spread = (items + c.sm_count - 1) / c.sm_count;
+  if (spread >= fit) return need;
+  ++c.mma_spread_rows_launches;
+  return smem_for_residency(spread, need, 1);
+}
 // The one-row instance's stages for a launch of `items` (Context::mma_one_row_fill): the deepest ring, of
 // the instances past `stages`, that keeps one_row_blocks_per_sm blocks a multiprocessor; `stages` where the
 // fill is off or does not apply to this launch.
@@ -1863,7 +1874,9 @@ int one_row_fill_stages(const Context& c, int64_t items, int stages, bool x_once
   if (c.mma_one_row_fill == Context::kFillOff) return stages;
   const int64_t per_sm = one_row_blocks_per_sm(c, items);
   if (c.mma_one_row_fill == Context::kFillSpread && per_sm >= c.mma_one_row_blocks) return stages;
-  const size_t most = smem_within_residency(per_sm);
+  const size_t most = c.mma_one_row_fill == Context::kFillPadding
+                          ? one_row_block_smem(c, items, one_row_smem_bytes(stages, x_once, k))
+                          : smem_within_residency(per_sm);
   for (int deeper : {12, 10, 8, 7})
     if (deeper > stages && pick_mma_kernel(1, deeper, false, x_once) != nullptr &&
         one_row_smem_bytes(deeper, x_once, k) <= most)
@@ -1926,7 +1939,7 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
     stages = filled;
   }
   const size_t need = row_group == 1 ? one_row_smem_bytes(stages, x_once, shape.k) : mma_smem_bytes(row_group, stages);
-  const size_t smem = row_group == 1 ? one_row_block_smem(c, items, need) : need;
+  const size_t smem = row_group == 1 ? one_row_block_smem(c, items, need) : rows_block_smem(c, items, need);
   HELIUM_CUDA_REQUIRE("matmul", smem <= limit);
   HELIUM_CUDA_REQUIRE("matmul", items < (int64_t{1} << 31) - int64_t{1} * 1024 * 1024);  // 32-bit item counters
   const MmaKernel kernel = pick_mma_kernel(row_group, stages, prologue != nullptr, x_once);

@@ -1064,6 +1064,7 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_MMA_SPREAD", "wide", "off"},
                {"HELIUM_CUDA_MMA_FILL", "on", "spread"},
                {"HELIUM_CUDA_MMA_X_ONCE", "yes", "on"},
+               {"HELIUM_CUDA_MMA_SPREAD_ROWS", "wide", "on"},
                {"HELIUM_CUDA_ATTN_SPLIT", "yes", "off"},
                {"HELIUM_CUDA_PARTITION_LATE_KEYS", "soon", "0"},
                {"HELIUM_CUDA_MERGE_TRIGGER_KEYS", "-1", "0"},
