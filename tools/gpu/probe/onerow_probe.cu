@@ -13,7 +13,8 @@
 // its own copy of the weights (together more than 4× the L2), with PDL, captured as a graph and replayed; µs a
 // launch and the weight bytes per second against the device-to-device copy bandwidth (read + write, the figure
 // the decode ceiling uses). Built and run on the GPU machine:
-//   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -o onerow_probe tools/gpu/probe/onerow_probe.cu
+//   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I src -o onerow_probe tools/gpu/probe/onerow_probe.cu
+// (the engine's ldmatrix / MMA wrappers from src/backend/cuda/mma.cuh; the rest is standalone).
 //   ./onerow_probe [json path]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -24,6 +25,8 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "backend/cuda/mma.cuh"
 
 #define CK(e)                                                                            \
   do {                                                                                   \
@@ -53,7 +56,9 @@ struct Params {
   int n, k;
 };
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+using helium::cuda::ldmatrix_x4;
+using helium::cuda::mma_bf16_16x8x16;
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return helium::cuda::shared_address(p); }
 __device__ __forceinline__ int swz(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
 __device__ __forceinline__ void cp16(void* s, const void* g, bool hint, uint64_t pol) {
   if (hint)
@@ -67,21 +72,9 @@ template <int N>
 __device__ __forceinline__ void wait_group() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
 __device__ __forceinline__ void ldsm_x2(uint32_t& a, uint32_t& b, const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "r"(smem_addr(p)));
 }
-__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 template <int S, int M>
 __global__ void __launch_bounds__(kWarps * 32) onerow_kernel(const Params p) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -157,9 +150,9 @@ __global__ void __launch_bounds__(kWarps * 32) onerow_kernel(const Params p) {
 #pragma unroll
         for (int kk = 0; kk < kStepK / 16; ++kk) {
           uint32_t a[4], b0, b1;
-          ldsm_x4(a, st + sub * kWBytes + swz((lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
+          ldmatrix_x4(a, st + sub * kWBytes + swz((lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
           ldsm_x2(b0, b1, st + SUB * kWBytes + sub * 256 + swz(lane & 1, 2 * kk + ((lane >> 3) & 1)));
-          mma(acc, a, b0, b1);
+          mma_bf16_16x8x16(acc, a, b0, b1);
         }
     }
     __syncwarp();
