@@ -385,11 +385,12 @@ void HttpServer::Impl::handle_generation(const ApiAdapter& api, const httplib::R
 
   // Answered in one piece: nothing is written until the end, so the connection itself is watched, and a
   // client that went away stops its generation as a streamed one does (its reply goes nowhere).
-  const PeerWatch peer(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  std::optional<PeerWatch> peer;  // found once a wait runs out: a reply that comes sooner never looks
   bool client_closed = false;
   std::optional<Result<GenerationResult>> done;
   while (!(done = channel->wait_done_for(kPeerCheckInterval))) {
-    if (!client_closed && peer.closed()) {
+    if (!peer) peer.emplace(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    if (!client_closed && peer->closed()) {
       client_closed = true;
       channel->cancel();
       queue.cancel(id.value());

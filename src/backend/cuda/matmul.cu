@@ -1863,13 +1863,14 @@ size_t rows_block_smem(const Context& c, int64_t items, size_t need) {
   ++c.mma_spread_rows_launches;
   return smem_for_residency(spread, need, 1);
 }
-// The one-row instance's stages for a launch of `items` (Context::mma_one_row_fill): the deepest ring, of
-// the instances past `stages`, that keeps one_row_blocks_per_sm blocks a multiprocessor; `stages` where the
-// fill is off or does not apply to this launch.
-// x_once, k: the instance that stages x once per block (its array's size is k's).
+// A one-row block's shared memory at `stages`; x_once, k: the instance that stages x once per block (its
+// array's size is k's).
 size_t one_row_smem_bytes(int stages, bool x_once, int64_t k) {
   return x_once ? mma_x_once_smem_bytes(stages, k) : mma_smem_bytes(1, stages);
 }
+// The one-row instance's stages for a launch of `items` (Context::mma_one_row_fill): the deepest ring, of
+// the instances past `stages`, that fits the block's padded size (kFillPadding) or keeps
+// one_row_blocks_per_sm blocks a multiprocessor (the others); `stages` where the fill is off or does not apply.
 int one_row_fill_stages(const Context& c, int64_t items, int stages, bool x_once, int64_t k) {
   if (c.mma_one_row_fill == Context::kFillOff) return stages;
   const int64_t per_sm = one_row_blocks_per_sm(c, items);
@@ -1926,14 +1927,13 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
   p.row_groups = (shape.rows + row_group - 1) / row_group;
   p.feature_blocks = (positions + per_item - 1) / per_item;
   const int64_t items = p.row_groups * p.feature_blocks;
-  // x staged once per block (Context::mma_x_once) where the instance exists at this depth and its array
-  // keeps the residency; otherwise x rides in the ring stages.
   bool x_once = false;
-  if (row_group == 1 && c.mma_x_once && pick_mma_kernel(1, stages, false, true) != nullptr) {
-    x_once = mma_x_once_smem_bytes(stages, shape.k) <= smem_within_residency(one_row_blocks_per_sm(c, items));
-    if (x_once) ++c.mma_x_once_launches;
-  }
   if (row_group == 1) {
+    // x staged once per block (Context::mma_x_once) where the instance exists at this depth and its array
+    // keeps the residency; otherwise x rides in the ring stages. Then the ring fill.
+    x_once = c.mma_x_once && pick_mma_kernel(1, stages, false, true) != nullptr &&
+             mma_x_once_smem_bytes(stages, shape.k) <= smem_within_residency(one_row_blocks_per_sm(c, items));
+    if (x_once) ++c.mma_x_once_launches;
     const int filled = one_row_fill_stages(c, items, stages, x_once, shape.k);
     if (filled != stages) ++c.mma_filled_launches;
     stages = filled;
