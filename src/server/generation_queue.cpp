@@ -36,15 +36,6 @@ GenerationChannel::Update GenerationChannel::wait(std::chrono::milliseconds time
   return update;
 }
 
-Result<GenerationResult> GenerationChannel::wait_done() {
-  std::unique_lock lock(mutex_);
-  ready_.wait(lock, [&] { return done_.has_value(); });
-  Result<GenerationResult> result = std::move(*done_);
-  done_.reset();
-  text_.clear();
-  return result;
-}
-
 std::optional<Result<GenerationResult>> GenerationChannel::wait_done_for(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
   if (!ready_.wait_for(lock, timeout, [&] { return done_.has_value(); })) return std::nullopt;

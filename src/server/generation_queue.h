@@ -63,9 +63,8 @@ class GenerationChannel {
     std::optional<Result<GenerationResult>> done;
   };
   Update wait(std::chrono::milliseconds timeout);
-  // Waits for the end; the text on the way is dropped (the result holds all of it).
-  Result<GenerationResult> wait_done();
-  // The same, for at most `timeout`: nothing if the end has not come by then.
+  // Waits at most `timeout` for the end: the result, or nothing if it has not come by then. The text on the
+  // way is dropped (the result holds all of it).
   std::optional<Result<GenerationResult>> wait_done_for(std::chrono::milliseconds timeout);
 
   void cancel();
