@@ -86,6 +86,15 @@ struct ServeOptions {
   std::string load_format = "weights";
 };
 
+// helium claude|codex|opencode|pi: a server (started here, or --url) and the agent wired to it.
+struct LaunchOptions {
+  ServeOptions serve;   // the server a launch starts: any free port, a key of its own, max tokens clamped
+  std::string url;      // a running server to use instead (its --api-key: serve.api_key)
+  bool dry_run = false;
+  std::vector<CLI::App*> commands;  // one per agent, in launch::known_agents() order
+  std::vector<std::string> after_separator;  // what followed `--`: the agent's, verbatim
+};
+
 void add_run_command(CLI::App& app, RunOptions& options);
 void add_tune_command(CLI::App& app, TuneOptions& options);
 int tune_command(const TuneOptions& options);
@@ -97,6 +106,13 @@ int serve_command(const ServeOptions& options);
 
 // The model used when none is named: the embedded default in the source tree.
 std::string default_model_path();
+
+void add_launch_commands(CLI::App& app, LaunchOptions& options);
+// For `helium <agent> ... -- ARGS`: moves ARGS into options.after_separator and returns the argument
+// count without them (CLI11 would read them as helium's positionals); other command lines are unchanged.
+int take_agent_arguments(int argc, char** argv, LaunchOptions& options);
+// The launch of the agent whose subcommand was given, or -1 when none was.
+int launch_command_if_given(const LaunchOptions& options);
 
 void add_models_command(CLI::App& app, ModelsOptions& options);
 int models_command(const ModelsOptions& options);

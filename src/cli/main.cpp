@@ -23,8 +23,10 @@ int main(int argc, char** argv) {
   helium::cli::add_pull_command(app, pull);
   helium::cli::ServeOptions serve;
   helium::cli::add_serve_command(app, serve);
+  helium::cli::LaunchOptions launch;
+  helium::cli::add_launch_commands(app, launch);
   try {
-    app.parse(argc, argv);
+    app.parse(helium::cli::take_agent_arguments(argc, argv, launch), argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
@@ -34,5 +36,6 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("models")) return helium::cli::models_command(models);
   if (app.got_subcommand("pull")) return helium::cli::pull_command(pull);
   if (app.got_subcommand("serve")) return helium::cli::serve_command(serve);
+  if (int code = helium::cli::launch_command_if_given(launch); code >= 0) return code;
   return 1;
 }

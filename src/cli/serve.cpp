@@ -3,20 +3,15 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <cstdlib>
-#include <filesystem>
+#include <cstdio>
 #include <iostream>
 #include <mutex>
 #include <thread>
 
 #include "cli/commands.h"
-#include "engine/engine.h"
-#include "engine/scheduler.h"
-#include "server/generation_queue.h"
-#include "server/http_server.h"
+#include "cli/serving.h"
 
 namespace helium::cli {
 namespace {
@@ -113,63 +108,22 @@ void add_serve_command(CLI::App& app, ServeOptions& o) {
 
 int serve_command(const ServeOptions& o) {
   StopSignalWatcher watcher;
-
-  EngineOptions eo;
-  eo.device = o.device;
-  eo.threads = o.threads;
-  eo.context = o.context;
-  eo.prompt_cache_sequences = o.prompt_cache_sequences;
-  eo.load_format = o.load_format == "dummy" ? LoadFormat::Dummy : LoadFormat::Weights;
-  auto resolved = resolve_model_for_cli(o.model.empty() ? default_model_path() : o.model, o.offline);
-  if (!resolved.is_ok()) {
-    std::cerr << "helium: " << resolved.error_message() << "\n";
+  auto built = build_serving_stack(o, stderr);
+  if (!built.is_ok()) {
+    std::cerr << "helium: " << built.error_message() << "\n";
     return 1;
   }
-  // A model named by catalog name or repo is served under that name (its directory in the Hugging Face
-  // cache is a commit hash); a directory is served under its own name.
-  std::string served_name = o.alias;
-  if (served_name.empty() && !o.model.empty() && !std::filesystem::is_directory(o.model)) served_name = o.model;
-  auto engine = Engine::load(resolved->dir, eo);
-  if (!engine.is_ok()) {
-    std::cerr << "helium: " << engine.error_message() << "\n";
-    return 1;
-  }
-  Engine& e = *engine.value();
-  for (const auto& w : e.checkpoint().warnings) std::cerr << "helium: warning: " << w << "\n";
-
-  SchedulerOptions scheduler_options;
-  scheduler_options.max_queued = o.max_queued;
-  scheduler_options.max_batch = o.max_batch;
-  Scheduler scheduler(e, scheduler_options);
-  const int batch = std::min(scheduler_options.max_batch, e.max_batch());
-  server::SchedulerQueue queue(scheduler, "continuous batching: up to " + std::to_string(batch) +
-                                              " requests decode together, the others wait in arrival order");
-
-  server::ServerOptions so;
-  so.host = o.host;
-  so.port = o.port;
-  so.api_key = o.api_key;
-  so.max_body_bytes = static_cast<size_t>(o.max_body_mb * 1024.0 * 1024.0);
-  so.http_threads = o.http_threads;
-  so.default_max_tokens = o.default_max_tokens;
-  so.clamp_max_tokens = o.clamp_max_tokens;
-  server::HttpServer server(server::describe_engine_model(e, served_name), queue, so);
-  if (!server.chat_template_error().empty())
-    std::cerr << "helium: warning: " << server.chat_template_error()
-              << "; /v1/chat/completions, /v1/responses and /v1/messages will refuse requests\n";
-  if (Status bound = server.bind(); !bound.is_ok()) {
-    std::cerr << "helium: " << bound.message() << "\n";
-    return 1;
-  }
+  ServingStack& stack = *built.value();
+  server::HttpServer& server = *stack.server;
   std::fprintf(stderr, "helium: serving %s on http://%s:%d (context %lld tokens, %s, %s)\n", server.model().id.c_str(),
-               o.host.c_str(), server.port(), static_cast<long long>(server.model().context), e.backend_name().c_str(),
-               queue.scheduling().c_str());
+               o.host.c_str(), server.port(), static_cast<long long>(server.model().context),
+               stack.engine->backend_name().c_str(), stack.queue->scheduling().c_str());
   std::fflush(stderr);
 
   Status served = Status::ok();
   if (watcher.watch(&server)) served = server.run();
   watcher.watch(nullptr);
-  scheduler.shutdown();
+  stack.scheduler->shutdown();
   if (!served.is_ok()) {
     std::cerr << "helium: " << served.message() << "\n";
     return 1;

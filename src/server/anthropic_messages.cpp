@@ -88,10 +88,18 @@ Status read_message(const Json& m, const std::string& path, std::vector<ChatMess
   FieldReader f(m, path);
   HELIUM_ASSIGN_OR_RETURN(auto role, f.string("role"));
   if (!role) return f.missing("role");
-  if (*role != "user" && *role != "assistant")
-    return Status::error(std::string("`") + f.path("role") + "` must be \"user\" or \"assistant\", not \"" + *role + "\"");
+  if (*role != "user" && *role != "assistant" && *role != "system")
+    return Status::error(std::string("`") + f.path("role") + "` must be \"user\", \"assistant\" or \"system\", not \"" + *role + "\"");
   const Json* content = f.find("content");
   if (!content) return f.missing("content");
+  // A system message among the others applies from where it stands (Claude Code 2.1 sends its
+  // environment this way, after the user turn); it keeps its place. Its content is read as the top-level
+  // system field is (a string or text blocks, the attribution block dropped).
+  if (*role == "system") {
+    HELIUM_ASSIGN_OR_RETURN(std::string text, read_system(*content, f.path("content")));
+    out.push_back({"system", std::move(text), {}, {}, {}, {}});
+    return Status::ok();
+  }
   ChatMessage message;
   message.role = *role;
   if (content->is_string()) {

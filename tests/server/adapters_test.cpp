@@ -77,6 +77,46 @@ TEST(AnthropicAdapter, SystemBlocksToolResultsAndThinking) {
   EXPECT_EQ(parsed->tool_call_id_prefix, "toolu_");
 }
 
+// Claude Code 2.1.332 sends its environment as a system message after the user's turn (captured from
+// `claude -p`); Anthropic's API takes system messages anywhere, applying from where they stand.
+TEST(AnthropicAdapter, SystemMessagesAmongTheOthersKeepTheirPlace) {
+  auto adapter = make_anthropic_messages_adapter();
+  auto parsed = parse(*adapter, R"({
+    "model": "helium-code-12m", "max_tokens": 100, "system": "You are an agent.",
+    "messages": [
+      {"role": "user", "content": [{"type": "text", "text": "say hi"}]},
+      {"role": "system", "content": [{"type": "text", "text": "x-anthropic-billing-header: cch=1;"},
+                                     {"type": "text", "text": "# Environment", "cache_control": {"type": "ephemeral"}},
+                                     {"type": "text", "text": "cwd: /tmp"}]}
+    ]
+  })");
+  ASSERT_TRUE(parsed.is_ok()) << parsed.error_message();
+  const Conversation& c = parsed->conversation;
+  ASSERT_EQ(c.messages.size(), 3u);
+  EXPECT_EQ(c.messages[1].role, "user");
+  EXPECT_EQ(c.messages[2].role, "system");
+  EXPECT_EQ(c.messages[2].content, "# Environment\n\ncwd: /tmp");
+
+  PromptRenderer renderer(default_served_model());
+  auto rendered = renderer.render(c, "2026-01-02");
+  ASSERT_TRUE(rendered.is_ok()) << rendered.error_message();
+  EXPECT_EQ(rendered->text,
+            "<|im_start|>system\nYou are an agent.<|im_end|>\n<|im_start|>user\nsay hi<|im_end|>\n"
+            "<|im_start|>system\n# Environment\n\ncwd: /tmp<|im_end|>\n<|im_start|>assistant\n");
+
+  // Other roles are still refused, naming the field.
+  auto tool_role = parse(*adapter, R"({"model": "m", "max_tokens": 5, "messages": [{"role": "tool", "content": "x"}]})");
+  ASSERT_FALSE(tool_role.is_ok());
+  EXPECT_NE(tool_role.error_message().find("`messages[0].role` must be \"user\", \"assistant\" or \"system\""),
+            std::string::npos)
+      << tool_role.error_message();
+  auto bad_content = parse(*adapter, R"({"model": "m", "max_tokens": 5, "messages": [{"role": "system", "content": 3}]})");
+  ASSERT_FALSE(bad_content.is_ok());
+  EXPECT_NE(bad_content.error_message().find("`messages[0].content` must be a string or an array of text blocks"),
+            std::string::npos)
+      << bad_content.error_message();
+}
+
 TEST(ResponsesAdapter, ItemsToolsAndNamespaces) {
   auto adapter = make_openai_responses_adapter();
   auto parsed = parse(*adapter, R"({
