@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/cpu_backend.h"
+#include "engine/speed_test.h"
 #include "kv/kv_cache.h"
 #include "loader/checkpoint.h"
 #include "models/model.h"
@@ -49,33 +50,6 @@ double now_seconds() {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
-}
-
-// CPU read bandwidth: every thread sums its share of a 1 GiB buffer; best of 5 passes.
-double cpu_read_bandwidth(int threads) {
-  ThreadPool pool(threads);
-  const size_t n = (size_t{1} << 30) / sizeof(uint64_t);
-  std::vector<uint64_t> buf(n);
-  pool.parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i);
-  });
-  double best = 0;
-  std::vector<uint64_t> sink(256);
-  for (int pass = 0; pass < 5; ++pass) {
-    double t0 = now_seconds();
-    pool.parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int64_t b, int64_t e) {
-      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      for (int64_t i = b; i + 3 < e; i += 4) {
-        s0 += buf[i];
-        s1 += buf[i + 1];
-        s2 += buf[i + 2];
-        s3 += buf[i + 3];
-      }
-      sink[static_cast<size_t>(b / (1 << 16)) % sink.size()] = s0 + s1 + s2 + s3;
-    });
-    best = std::max(best, n * sizeof(uint64_t) / (now_seconds() - t0));
-  }
-  return best;
 }
 
 std::vector<int64_t> parse_list(const std::string& s) {
@@ -233,8 +207,6 @@ int run(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<Backend> backend;
-  double bandwidth = 0;
-  std::string bandwidth_kind;
 #if HELIUM_HAVE_CUDA
   if (cuda) {
     CudaBackendOptions co;
@@ -245,8 +217,6 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", b.error_message().c_str());
       return 1;
     }
-    bandwidth = b.value()->measure_copy_bandwidth();
-    bandwidth_kind = "device-to-device copy, bytes read + written";
     backend = std::move(b).value();
   }
 #endif
@@ -256,14 +226,19 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", b.error_message().c_str());
       return 1;
     }
-    bandwidth = cpu_read_bandwidth(b.value()->threads());
-    bandwidth_kind = "multi-threaded read";
     backend = std::move(b).value();
   }
   if (backend == nullptr) {
     std::fprintf(stderr, "device %s is not available in this build\n", device.c_str());
     return 1;
   }
+  auto measured = backend->measure_memory_bandwidth();
+  if (!measured.is_ok()) {
+    std::fprintf(stderr, "%s\n", measured.error_message().c_str());
+    return 1;
+  }
+  const double bandwidth = measured->bytes_per_second;
+  const std::string bandwidth_kind = measured->method;
   ModelOptions mo;
   mo.max_rows = chunk;
   mo.max_context = max_context;
@@ -283,9 +258,7 @@ int run(int argc, char** argv) {
                 sampling};
   const ModelInfo& info = m.info();
   const KvSpec spec = m.kv_spec();
-  const WeightInfo* embed = ckpt->weights.find("model.embed_tokens.weight");
-  const bool tied = ckpt->config.value("tie_word_embeddings", false);
-  const double weight_bytes = static_cast<double>(info.weight_bytes) - (tied || embed == nullptr ? 0.0 : embed->bytes);
+  const double weight_bytes = weight_bytes_read_per_token(ckpt.value(), info);
   const double kv_bytes_per_position = 2.0 * spec.layers * spec.kv_dim * dtype_bytes(kv_dtype);
 
   std::printf("model     %s shape (%s), dummy %s weights: %.2f B parameters, %.2f GB read per token\n",

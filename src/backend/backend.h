@@ -122,6 +122,12 @@ class OpGraph {
   virtual void replay() = 0;
 };
 
+// Memory bandwidth as measured on this device: the ceiling of a memory-bound decode step.
+struct MemoryBandwidth {
+  double bytes_per_second = 0;
+  std::string method;  // what was timed, e.g. "device-to-device copy, bytes read + written"
+};
+
 // The op interface. All ops are enqueued on the backend's stream in call order; the CPU backend runs
 // them eagerly. Activations are F32 unless stated. Row-major shapes are given per op.
 // Batch invariance (DESIGN.md invariant 2): for every op, output row i depends only on input row i (and
@@ -140,6 +146,10 @@ class Backend {
   virtual void copy_to_device(Tensor dst, const void* host) = 0;  // dst.bytes() bytes
   virtual void copy_to_host(void* host, const Tensor& src) = 0;   // src.bytes() bytes
   virtual void synchronize() = 0;
+
+  // Times this device's memory (a second or so; allocates and frees its own buffers, so call it outside
+  // any capture). Benchmarks divide it by the bytes a step reads to get their ceiling.
+  virtual Result<MemoryBandwidth> measure_memory_bandwidth() { return Status::error(name() + ": no bandwidth measurement"); }
 
   // Graphs: between begin_capture() and end_capture() ops are recorded, not run. Backends without graphs
   // (the CPU) say so and callers run the ops directly. No copies or synchronisation inside a capture.

@@ -86,6 +86,22 @@ struct ServeOptions {
   std::string load_format = "weights";
 };
 
+struct BenchOptions {
+  std::string model;
+  std::string device = "auto";
+  int threads = 0;
+  std::string load_format = "weights";
+  bool offline = false;
+  std::string contexts;   // comma-separated; empty: the device's default
+  int64_t tokens = 0;     // 0: the device's default
+  int64_t prefill = -1;   // -1: the device's default
+  int runs = 3;
+  std::string json_path;
+  bool submit = false;
+  bool dry_run = false;
+  bool yes = false;
+};
+
 // helium claude|codex|opencode|pi: a server (started here, or --url) and the agent wired to it.
 struct LaunchOptions {
   ServeOptions serve;   // the server a launch starts: any free port, a key of its own, max tokens clamped
@@ -107,6 +123,8 @@ int serve_command(const ServeOptions& options);
 // The model used when none is named: the embedded default in the source tree.
 std::string default_model_path();
 
+void add_bench_command(CLI::App& app, BenchOptions& options);
+int bench_command(const BenchOptions& options);
 void add_launch_commands(CLI::App& app, LaunchOptions& options);
 // For `helium <agent> ... -- ARGS`: moves ARGS into options.after_separator and returns the argument
 // count without them (CLI11 would read them as helium's positionals); other command lines are unchanged.

@@ -44,7 +44,6 @@ Result<launch::Endpoint> planned_endpoint(const LaunchOptions& o) {
 }
 
 int launch(const launch::AgentInfo& agent, CLI::App& command, const LaunchOptions& o) {
-  launch::LaunchSignals signals;  // before the server's threads start, so that they inherit the mask
   std::vector<std::string> agent_args = command.remaining();
   agent_args.insert(agent_args.end(), o.after_separator.begin(), o.after_separator.end());
   const launch::LaunchEnvironment environment = launch::LaunchEnvironment::from_process();
@@ -121,7 +120,7 @@ int launch(const launch::AgentInfo& agent, CLI::App& command, const LaunchOption
                endpoint.model.c_str(), endpoint.base_url.c_str(), static_cast<long long>(endpoint.context_tokens),
                log_path.empty() ? "" : "; server log: ", log_path.c_str());
   std::fflush(stderr);
-  auto code = launch::run_in_foreground(binary.value(), plan.value(), signals);
+  auto code = launch::run_in_foreground(binary.value(), plan.value());
   stop_server();
   if (!code.is_ok()) return fail(code.error_message());
   return code.value();

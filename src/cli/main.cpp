@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   helium::cli::add_pull_command(app, pull);
   helium::cli::ServeOptions serve;
   helium::cli::add_serve_command(app, serve);
+  helium::cli::BenchOptions bench;
+  helium::cli::add_bench_command(app, bench);
   helium::cli::LaunchOptions launch;
   helium::cli::add_launch_commands(app, launch);
   try {
@@ -36,6 +38,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("models")) return helium::cli::models_command(models);
   if (app.got_subcommand("pull")) return helium::cli::pull_command(pull);
   if (app.got_subcommand("serve")) return helium::cli::serve_command(serve);
+  if (app.got_subcommand("bench")) return helium::cli::bench_command(bench);
   if (int code = helium::cli::launch_command_if_given(launch); code >= 0) return code;
   return 1;
 }

@@ -40,6 +40,15 @@ std::vector<std::string> available_devices() {
 #endif
 }
 
+std::string resolve_device(const std::string& requested) {
+  if (requested != "auto") return requested;
+#if HELIUM_HAVE_CUDA
+  return cuda_device_count() > 0 ? "cuda" : "cpu";
+#else
+  return "cpu";
+#endif
+}
+
 namespace {
 
 // The backend for options.device ("auto": CUDA when this build has it and a GPU is present), with the
@@ -74,9 +83,8 @@ Result<DeviceChoice> make_backend(const EngineOptions& options, int64_t context,
     if (options.max_rows > 0) return options.max_rows;
     return static_cast<int>(std::min<int64_t>(cuda ? 4096 : 256, std::max<int64_t>(context, 1)));
   };
-  std::string device = options.device;
+  const std::string device = resolve_device(options.device);
 #if HELIUM_HAVE_CUDA
-  if (device == "auto") device = cuda_device_count() > 0 ? "cuda" : "cpu";
   if (device == "cuda") {
     CudaBackendOptions co;
     co.max_rows = rows_for(true);
@@ -89,8 +97,6 @@ Result<DeviceChoice> make_backend(const EngineOptions& options, int64_t context,
     HELIUM_ASSIGN_OR_RETURN(auto cuda, CudaBackend::create(co));
     return DeviceChoice{std::move(cuda), false, co.max_rows};
   }
-#else
-  if (device == "auto") device = "cpu";
 #endif
   if (device == "cpu") {
     HELIUM_ASSIGN_OR_RETURN(auto cpu, CpuBackend::create(options.threads));

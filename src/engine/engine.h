@@ -38,6 +38,10 @@ struct EngineOptions {
 // KV positions for a model: `requested` when positive, else its max_position_embeddings capped at 32768.
 int64_t context_for(const Checkpoint& checkpoint, int64_t requested);
 
+// The device "auto" stands for on this machine (CUDA when this build has it and a GPU is present, else
+// the CPU); other names are returned as they are.
+std::string resolve_device(const std::string& requested);
+
 // The devices this build can run on, e.g. {"cpu", "cuda"}; "cuda" only when built with CUDA.
 std::vector<std::string> available_devices();
 
@@ -138,6 +142,8 @@ class Engine {
   int64_t context() const { return kv_->capacity(); }
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
   std::string backend_name() const { return backend_->name(); }
+  // The device's memory bandwidth (Backend::measure_memory_bandwidth); not during a generation.
+  Result<MemoryBandwidth> measure_memory_bandwidth() { return backend_->measure_memory_bandwidth(); }
 
  private:
   Engine() = default;

@@ -1,6 +1,9 @@
 // launch/process.cpp — posix_spawn, signals and file writes for a launch.
 #include "launch/process.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -75,21 +78,38 @@ std::string random_api_key() {
   return key;
 }
 
-LaunchSignals::LaunchSignals() {
-  sigemptyset(&set_);
-  for (int s : {SIGINT, SIGQUIT, SIGTERM, SIGHUP}) sigaddset(&set_, s);
-  pthread_sigmask(SIG_BLOCK, &set_, &previous_);
-}
+namespace {
 
-LaunchSignals::~LaunchSignals() {
-  // Signals that arrived while blocked and were not read are dropped, not delivered on unblocking.
-  timespec none{0, 0};
-  while (sigtimedwait(&set_, nullptr, &none) > 0) {
+// The termination signal helium received while an agent ran (0: none); set by the handler, read by the
+// wait loop.
+volatile sig_atomic_t g_forwarded_signal = 0;
+void remember_signal(int signal) { g_forwarded_signal = signal; }
+
+// The dispositions of the four terminal signals while an agent runs, and back afterwards.
+class ForegroundSignals {
+ public:
+  ForegroundSignals() {
+    g_forwarded_signal = 0;
+    struct sigaction ignore {}, forward {};
+    ignore.sa_handler = SIG_IGN;
+    forward.sa_handler = remember_signal;
+    sigemptyset(&forward.sa_mask);
+    for (int i = 0; i < 4; ++i) sigaction(kSignals[i], i < 2 ? &ignore : &forward, &previous_[i]);
   }
-  pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
-}
+  ~ForegroundSignals() {
+    for (int i = 0; i < 4; ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+  }
+  ForegroundSignals(const ForegroundSignals&) = delete;
+  ForegroundSignals& operator=(const ForegroundSignals&) = delete;
+  static constexpr int kSignals[4] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP};
 
-Result<int> run_in_foreground(const std::filesystem::path& binary, const LaunchPlan& plan, const LaunchSignals& signals) {
+ private:
+  struct sigaction previous_[4];
+};
+
+}  // namespace
+
+Result<int> run_in_foreground(const std::filesystem::path& binary, const LaunchPlan& plan) {
   // The environment: the process's own, with the plan's variables replacing any of the same name.
   std::map<std::string, std::string> overrides(plan.env.begin(), plan.env.end());
   std::vector<std::string> env_strings;
@@ -106,13 +126,17 @@ Result<int> run_in_foreground(const std::filesystem::path& binary, const LaunchP
   for (std::string& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
 
-  // The agent starts with the default disposition and an empty mask for the signals helium holds.
+  ForegroundSignals signals;
+  // The agent starts with the default dispositions (an ignored signal would stay ignored across exec) and
+  // nothing blocked.
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
-  sigset_t empty;
+  sigset_t defaults, empty;
+  sigemptyset(&defaults);
+  for (int s : ForegroundSignals::kSignals) sigaddset(&defaults, s);
   sigemptyset(&empty);
   posix_spawnattr_setsigmask(&attributes, &empty);
-  posix_spawnattr_setsigdefault(&attributes, &signals.set());
+  posix_spawnattr_setsigdefault(&attributes, &defaults);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t child = 0;
   const int spawned = posix_spawn(&child, binary.c_str(), nullptr, &attributes, argv.data(), envp.data());
@@ -128,11 +152,71 @@ Result<int> run_in_foreground(const std::filesystem::path& binary, const LaunchP
       continue;
     }
     if (done < 0 && errno != EINTR) return Status::error(std::string("waiting for the agent failed: ") + std::strerror(errno));
-    timespec tick{0, 50'000'000};
-    const int signal = sigtimedwait(&signals.set(), nullptr, &tick);
-    if (signal == SIGTERM || signal == SIGHUP) ::kill(child, signal);
-    // SIGINT / SIGQUIT: the terminal delivered them to the agent as well; they are its to handle.
+    if (const int signal = g_forwarded_signal; signal != 0) {
+      g_forwarded_signal = 0;
+      ::kill(child, signal);
+    }
+    timespec tick{0, 20'000'000};
+    nanosleep(&tick, nullptr);
   }
+}
+
+Result<CapturedRun> run_captured(const std::filesystem::path& binary, const std::vector<std::string>& argv) {
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return Status::error(std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ::close(out_pipe[0]);
+    ::close(out_pipe[1]);
+    return Status::error(std::string("pipe: ") + std::strerror(errno));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  std::vector<std::string> args = argv;
+  std::vector<char*> arg_pointers;
+  for (std::string& a : args) arg_pointers.push_back(a.data());
+  arg_pointers.push_back(nullptr);
+  pid_t child = 0;
+  const int spawned = posix_spawn(&child, binary.c_str(), &actions, nullptr, arg_pointers.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  if (spawned != 0) {
+    ::close(out_pipe[0]);
+    ::close(err_pipe[0]);
+    return Status::error(binary.string() + ": cannot be started: " + std::strerror(spawned));
+  }
+  CapturedRun run;
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&run.out, &run.err};
+  int open = 2;
+  char buffer[4096];
+  while (open > 0) {
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+      if (n > 0) {
+        sinks[i]->append(buffer, static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open;
+      }
+    }
+  }
+  for (pollfd& f : fds)
+    if (f.fd >= 0) ::close(f.fd);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+  return run;
 }
 
 }  // namespace helium::launch

@@ -1,13 +1,13 @@
 // launch/process.h — carrying out a launch plan: the agent's binary found on PATH, the plan's files
-// written, and the agent run in the foreground on helium's terminal until it exits.
+// written, and the agent run in the foreground on helium's terminal until it exits; and running a tool
+// (gh, for `helium bench --submit`) with its output captured.
 // Owns: process creation and the signals of a launch. Must not: know any agent's settings (agents.h).
 #pragma once
-
-#include <signal.h>
 
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 #include "launch/agents.h"
@@ -25,26 +25,21 @@ Status write_plan_files(const LaunchPlan& plan);
 // A fresh key for a server only this launch's agent should use: 32 hex digits from the OS's random source.
 std::string random_api_key();
 
-// The terminal's signals during a launch. Construct it before any thread starts (threads inherit the
-// mask): SIGINT, SIGQUIT, SIGTERM and SIGHUP are then blocked everywhere and only read by
-// run_in_foreground. The destructor restores the previous mask.
-class LaunchSignals {
- public:
-  LaunchSignals();
-  ~LaunchSignals();
-  LaunchSignals(const LaunchSignals&) = delete;
-  LaunchSignals& operator=(const LaunchSignals&) = delete;
-  const sigset_t& set() const { return set_; }
+// Runs `binary` with plan.argv's arguments and the process's environment plus plan.env, on helium's
+// terminal, and waits for it. While it runs, Ctrl-C and Ctrl-\ are the agent's (the terminal sends them
+// to helium too, which ignores them), and SIGTERM or SIGHUP sent to helium are passed on to the agent; the
+// signals' previous dispositions are restored afterwards (before and after, Ctrl-C stops helium as
+// usual). Returns the agent's exit code, or 128 + the signal that ended it.
+Result<int> run_in_foreground(const std::filesystem::path& binary, const LaunchPlan& plan);
 
- private:
-  sigset_t set_;
-  sigset_t previous_;
+struct CapturedRun {
+  int exit_code = -1;  // 128 + the signal when one ended it
+  std::string out;     // standard output
+  std::string err;     // standard error
 };
 
-// Runs `binary` with plan.argv's arguments and the process's environment plus plan.env, on helium's
-// terminal, and waits for it. Ctrl-C and Ctrl-\ are the agent's (the terminal sends them to helium too,
-// which lets them pass); SIGTERM and SIGHUP sent to helium are passed on to the agent. Returns the
-// agent's exit code, or 128 + the signal that ended it.
-Result<int> run_in_foreground(const std::filesystem::path& binary, const LaunchPlan& plan, const LaunchSignals& signals);
+// Runs `binary` with `argv` (argv[0] its name) and the process's environment, standard input from
+// /dev/null, and collects what it prints. Fails only when it cannot be started.
+Result<CapturedRun> run_captured(const std::filesystem::path& binary, const std::vector<std::string>& argv);
 
 }  // namespace helium::launch

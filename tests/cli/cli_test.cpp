@@ -10,6 +10,8 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "loader/checkpoint.h"
 #include "tokenizer/tokenizer.h"
 
@@ -21,13 +23,16 @@ struct Output {
   std::string out, err;
 };
 
-// Runs the binary with `args` (already shell-quoted), capturing stdout and stderr.
-Output helium(const std::string& args) {
+// Runs the binary with `args` (already shell-quoted) and `env` assignments before it, capturing stdout and
+// stderr.
+Output helium(const std::string& args, const std::string& env = "") {
   // ctest runs test cases as parallel processes: each call gets its own stderr file.
   static int calls = 0;
   std::string err_path = ::testing::TempDir() + "helium_cli_stderr_" + std::to_string(::getpid()) + "_" +
                          std::to_string(calls++) + ".txt";
-  std::string cmd = std::string(HELIUM_BINARY) + " " + args + " 2>" + err_path;
+  std::string cmd;
+  if (!env.empty()) cmd.append("env ").append(env).append(" ");
+  cmd.append(HELIUM_BINARY).append(" ").append(args).append(" 2>").append(err_path);
   Output o;
   FILE* p = ::popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;
@@ -155,6 +160,59 @@ TEST(Cli, BadInputGetsClearErrors) {
     EXPECT_EQ(help.code, 0);
     EXPECT_NE(help.out.find("--model"), std::string::npos) << help.out;
   }
+}
+
+// `helium bench` on the CPU with the embedded model, short: every figure beside its ceiling, the JSON
+// with the payload's fields; --submit --dry-run shows the payload and the gh commands and needs no gh.
+TEST(Cli, BenchPrintsFiguresBesideTheCeilingAndWritesJson) {
+  const std::string json_path = ::testing::TempDir() + "helium_bench_" + std::to_string(::getpid()) + ".json";
+  Output o = helium("bench --device cpu -t 2 --contexts 16,48 --tokens 6 --prefill 32 --runs 2 --json " + quote(json_path));
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("model   helium-code-12m (qwen3"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("decode  context     16:"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("decode  context     48:"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("ceiling"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("prefill     32 tokens:"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("memory  "), std::string::npos) << o.out;
+  auto text = read_file(json_path);
+  ASSERT_TRUE(text.is_ok());
+  const auto j = nlohmann::json::parse(text.value());
+  EXPECT_EQ(j["schema"], "helium-bench/1");
+  EXPECT_EQ(j["model"]["name"], "helium-code-12m");
+  ASSERT_EQ(j["decode"].size(), 2u);
+  for (const auto& d : j["decode"]) {
+    EXPECT_GT(d["tok_s"].get<double>(), 0);
+    EXPECT_GT(d["ceiling_tok_s"].get<double>(), 0);
+    EXPECT_NEAR(d["ratio"].get<double>(), d["tok_s"].get<double>() / d["ceiling_tok_s"].get<double>(), 1e-9);
+  }
+  // The longer context reads more K/V per token: its ceiling is lower.
+  EXPECT_LT(j["decode"][1]["ceiling_tok_s"].get<double>(), j["decode"][0]["ceiling_tok_s"].get<double>());
+  EXPECT_GT(j["prefill"]["tok_s"].get<double>(), 0);
+  EXPECT_GT(j["bandwidth"]["gb_per_s"].get<double>(), 0);
+  EXPECT_GT(j["machine"]["logical_cpus"].get<int>(), 0);
+  std::remove(json_path.c_str());
+}
+
+TEST(Cli, BenchSubmitDryRunShowsThePayloadAndRunsNothing) {
+  // No gh on this PATH: a dry run must not need it.
+  Output o = helium("bench --device cpu -t 2 --contexts 16 --tokens 4 --prefill 0 --runs 1 --submit --dry-run");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("# --dry-run: nothing is sent."), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("\"schema\": \"helium-bench/1\""), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("gh pr create --repo "), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find(HELIUM_SOURCE_DIR), std::string::npos) << o.out;  // no path of this checkout
+}
+
+TEST(Cli, BenchRefusesWhatItCannotDoBeforeMeasuring) {
+  Output dry_alone = helium("bench --dry-run");
+  EXPECT_EQ(dry_alone.code, 1);
+  EXPECT_NE(dry_alone.err.find("--dry-run shows what --submit would send"), std::string::npos) << dry_alone.err;
+  Output no_gh = helium("bench --submit --yes --device cpu", "PATH=/nonexistent");
+  EXPECT_EQ(no_gh.code, 1);
+  EXPECT_NE(no_gh.err.find("gh was not found on PATH"), std::string::npos) << no_gh.err;
+  Output bad_contexts = helium("bench --device cpu --contexts 16,x");
+  EXPECT_EQ(bad_contexts.code, 1);
+  EXPECT_NE(bad_contexts.err.find("--contexts wants positive token counts"), std::string::npos) << bad_contexts.err;
 }
 
 }  // namespace

@@ -227,23 +227,21 @@ TEST(LaunchProcess, WritesFilesWholeKeepingTheirMode) {
 
 TEST(LaunchProcess, RunsTheAgentWithItsEnvironmentAndReturnsItsExitCode) {
   const fs::path dir = fresh_dir("run");
-  LaunchSignals signals;
   LaunchPlan plan;
   plan.argv = {"sh", "-c", "printf '%s|%s' \"$HELIUM_TEST_VALUE\" \"$1\" > " + (dir / "out").string() + "; exit 7",
                "sh", "arg one"};
   plan.env = {{"HELIUM_TEST_VALUE", "a value"}};
-  auto code = run_in_foreground("/bin/sh", plan, signals);
+  auto code = run_in_foreground("/bin/sh", plan);
   ASSERT_TRUE(code.is_ok()) << code.error_message();
   EXPECT_EQ(code.value(), 7);
   EXPECT_EQ(read_text(dir / "out"), "a value|arg one");
 
-  auto cannot = run_in_foreground(dir / "missing-binary", plan, signals);
+  auto cannot = run_in_foreground(dir / "missing-binary", plan);
   ASSERT_FALSE(cannot.is_ok());
   EXPECT_NE(cannot.error_message().find("cannot be started"), std::string::npos);
 }
 
 TEST(LaunchProcess, TerminationIsPassedOnToTheAgent) {
-  LaunchSignals signals;
   LaunchPlan plan;
   plan.argv = {"sleep", "30"};
   // SIGTERM sent to this process (as a service manager would) while the agent runs.
@@ -252,11 +250,24 @@ TEST(LaunchProcess, TerminationIsPassedOnToTheAgent) {
     ::kill(::getpid(), SIGTERM);
   });
   const auto start = std::chrono::steady_clock::now();
-  auto code = run_in_foreground("/bin/sleep", plan, signals);
+  auto code = run_in_foreground("/bin/sleep", plan);
   terminator.join();
   ASSERT_TRUE(code.is_ok()) << code.error_message();
   EXPECT_EQ(code.value(), 128 + SIGTERM);  // the agent ended by the signal; this process still runs
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  // Afterwards SIGTERM's disposition is the default again.
+  struct sigaction now {};
+  sigaction(SIGTERM, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
+}
+
+TEST(LaunchProcess, InterruptsFromTheTerminalAreTheAgents) {
+  // A Ctrl-C reaches the whole foreground process group: helium must outlive it and let the agent decide.
+  LaunchPlan plan;
+  plan.argv = {"sh", "-c", "trap 'exit 42' INT; kill -INT $PPID; kill -INT $$; sleep 5; exit 1"};
+  auto code = run_in_foreground("/bin/sh", plan);
+  ASSERT_TRUE(code.is_ok()) << code.error_message();
+  EXPECT_EQ(code.value(), 42);  // the agent's own handler ran; helium, interrupted too, waited for it
 }
 
 TEST(LaunchProcess, RandomKeysAreFreshHex) {

@@ -1,9 +1,12 @@
 #include "backend/cpu/cpu_backend.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "backend/cpu/check.h"
 #include "backend/cpu/ops.h"
@@ -105,6 +108,32 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(int n_threads, std::optio
 
 std::string CpuBackend::name() const {
   return "cpu (" + std::string(cpu_isa_name(isa_)) + ", " + std::to_string(threads()) + " threads)";
+}
+
+Result<MemoryBandwidth> CpuBackend::measure_memory_bandwidth() {
+  auto now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+  const size_t n = (size_t{1} << 30) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(n);
+  pool_.parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i);
+  });
+  double best = 0;
+  std::vector<uint64_t> sink(256);  // the sums are stored, so the reads cannot be left out
+  for (int pass = 0; pass < 5; ++pass) {
+    const double t0 = now();
+    pool_.parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int64_t b, int64_t e) {
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (int64_t i = b; i + 3 < e; i += 4) {
+        s0 += buf[i];
+        s1 += buf[i + 1];
+        s2 += buf[i + 2];
+        s3 += buf[i + 3];
+      }
+      sink[static_cast<size_t>(b / (1 << 16)) % sink.size()] = s0 + s1 + s2 + s3;
+    });
+    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / (now() - t0));
+  }
+  return MemoryBandwidth{best, "multi-threaded read"};
 }
 
 Result<std::shared_ptr<DeviceBuffer>> CpuBackend::allocate(size_t bytes) {

@@ -78,6 +78,8 @@ class CpuBackend final : public Backend {
   int threads() const { return pool_.size(); }
 
   std::string name() const override;
+  // Every pool thread sums its share of a 1 GiB buffer; the best of 5 passes.
+  Result<MemoryBandwidth> measure_memory_bandwidth() override;
   // 64-byte aligned host memory (one cache line, one AVX-512 vector).
   Result<std::shared_ptr<DeviceBuffer>> allocate(size_t bytes) override;
   // Zero copy: returns `host` itself; the caller keeps the memory alive while the weight is used.

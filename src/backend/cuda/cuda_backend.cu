@@ -374,6 +374,12 @@ double CudaBackend::measure_copy_bandwidth() {
   return 2.0 * static_cast<double>(bytes) / (best_ms * 1e-3);
 }
 
+Result<MemoryBandwidth> CudaBackend::measure_memory_bandwidth() {
+  const double bytes_per_second = measure_copy_bandwidth();
+  if (bytes_per_second <= 0) return Status::error(name() + ": no room for the 2 GiB of the bandwidth measurement");
+  return MemoryBandwidth{bytes_per_second, "device-to-device copy, bytes read + written"};
+}
+
 std::string CudaBackend::name() const {
   return "cuda (" + impl_->info.name + ", sm_" + std::to_string(impl_->info.compute_capability) + ")";
 }

@@ -56,6 +56,8 @@ class CudaBackend final : public Backend {
   // ceiling that benchmarks print beside decode speed.
   double measure_copy_bandwidth();
   std::string name() const override;
+  // measure_copy_bandwidth(): a 1 GiB device-to-device copy, bytes read + written.
+  Result<MemoryBandwidth> measure_memory_bandwidth() override;
   Result<std::shared_ptr<DeviceBuffer>> allocate(size_t bytes) override;
   Result<Tensor> import_weight(const Tensor& host) override;
   void copy_to_device(Tensor dst, const void* host) override;
