@@ -79,26 +79,7 @@ LaunchPlan plan_claude(const Endpoint& e, const std::vector<std::string>& agent_
 // guesses the window.
 Result<LaunchPlan> plan_codex(const Endpoint& e, const std::vector<std::string>& agent_args, const LaunchEnvironment& env) {
   const std::filesystem::path catalog = env.cache_dir / "codex" / (file_stem(e.model) + ".json");
-  OrderedJson entry = {
-      {"slug", e.model},
-      {"display_name", e.model},
-      {"description", "served by helium"},
-      {"context_window", e.context_tokens},
-      {"shell_type", "default"},
-      {"visibility", "list"},
-      {"supported_in_api", true},
-      {"priority", 0},
-      {"base_instructions", ""},
-      {"supports_reasoning_summaries", false},
-      {"support_verbosity", false},
-      {"default_verbosity", nullptr},
-      {"apply_patch_tool_type", nullptr},
-      {"truncation_policy", {{"mode", "bytes"}, {"limit", 10000}}},
-      {"supports_parallel_tool_calls", false},
-      {"supported_reasoning_levels", OrderedJson::array()},
-      {"experimental_supported_tools", OrderedJson::array()},
-      {"input_modalities", {"text"}},
-  };
+  const OrderedJson entry = codex_catalog_entry(e.model, e.context_tokens);
   LaunchPlan plan;
   plan.files.push_back({catalog, OrderedJson{{"models", {entry}}}.dump(2) + "\n"});
   const std::string provider = "model_providers." + std::string(kProvider);
@@ -221,6 +202,28 @@ LaunchEnvironment LaunchEnvironment::from_process() {
   env.cache_dir = cache_root / "helium";
   env.pi_agent_dir = getenv_or("PI_CODING_AGENT_DIR", (env.home / ".pi" / "agent").string());
   return env;
+}
+
+nlohmann::ordered_json codex_catalog_entry(const std::string& model, int64_t context_tokens) {
+  return {{"slug", model},
+          {"display_name", model},
+          {"description", "served by helium"},
+          {"context_window", context_tokens},
+          {"shell_type", "default"},
+          {"visibility", "list"},
+          {"supported_in_api", true},
+          {"priority", 0},
+          {"upgrade", nullptr},
+          {"base_instructions", ""},
+          {"supports_reasoning_summaries", false},
+          {"support_verbosity", false},
+          {"default_verbosity", nullptr},
+          {"apply_patch_tool_type", nullptr},
+          {"truncation_policy", {{"mode", "bytes"}, {"limit", 10000}}},
+          {"supports_parallel_tool_calls", false},
+          {"supported_reasoning_levels", OrderedJson::array()},
+          {"experimental_supported_tools", OrderedJson::array()},
+          {"input_modalities", {"text"}}};
 }
 
 int64_t agent_max_output_tokens(int64_t context_tokens) {

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/status.h"
 
 namespace helium::launch {
@@ -61,6 +63,10 @@ struct LaunchPlan {
   std::vector<FileToWrite> files;
   std::vector<std::string> secrets;  // values (the API key) a printed plan shows as <hidden>
 };
+
+// Codex's catalog entry for a model: the shape of a model_catalog_json file's `models` and of the
+// `models` list helium's GET /v1/models adds for Codex. Without one Codex warns and guesses the window.
+nlohmann::ordered_json codex_catalog_entry(const std::string& model, int64_t context_tokens);
 
 // The output-token ceiling an agent is told to ask for: a quarter of the context (an agent's prompt
 // fills most of it), between 1,024 and 32,000 tokens.

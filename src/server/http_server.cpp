@@ -14,6 +14,7 @@
 #include <variant>
 
 #include "chat/output_parser.h"
+#include "launch/agents.h"
 #include "sample/sampler.h"
 #include "server/api_adapter.h"
 #include "server/json_fields.h"
@@ -504,25 +505,7 @@ Json HttpServer::Impl::models_body(const httplib::Request& req) const {
   Json openai_model = {{"id", model.id}, {"object", "model"}, {"created", model.created_unix}, {"owned_by", "helium"},
                        {"context_length", model.context}};
   // Codex reads `models` (its catalog entries) and ignores `data`; every other client reads `data`.
-  Json codex_model = {{"slug", model.id},
-                      {"display_name", model.id},
-                      {"description", "served by helium"},
-                      {"context_window", model.context},
-                      {"shell_type", "default"},
-                      {"visibility", "list"},
-                      {"supported_in_api", true},
-                      {"priority", 0},
-                      {"upgrade", nullptr},
-                      {"base_instructions", ""},
-                      {"supports_reasoning_summaries", false},
-                      {"support_verbosity", false},
-                      {"default_verbosity", nullptr},
-                      {"apply_patch_tool_type", nullptr},
-                      {"truncation_policy", {{"mode", "bytes"}, {"limit", 10000}}},
-                      {"supports_parallel_tool_calls", false},
-                      {"supported_reasoning_levels", Json::array()},
-                      {"experimental_supported_tools", Json::array()},
-                      {"input_modalities", {"text"}}};
+  const Json codex_model = launch::codex_catalog_entry(model.id, model.context);
   return {{"object", "list"}, {"data", {openai_model}}, {"models", {codex_model}}};
 }
 
