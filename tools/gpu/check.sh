@@ -92,7 +92,7 @@ HELIUM_CUDA_MMA_X_ONCE=on HELIUM_CUDA_MMA_FILL=all run models_test_x_once_fill 1
 run kv_test 30 "$BIN/kv_test" --gtest_brief=1
 # The engine's sampled paths on the GPU: device candidates and totals against copied logits, over the
 # embedded model (read through HELIUM_SOURCE_DIR, as models_test reads its fixtures).
-run engine_sampling 120 "$BIN/engine_test" --gtest_brief=1 --gtest_filter='SamplingPaths.*OnTheGpu'
+run engine_sampling 120 "$BIN/engine_test" --gtest_brief=1 --gtest_filter='SamplingPaths.*OnTheGpu:SpeedTest.*OnTheGpu'
 run sanitizer 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/models_test" \
   --gtest_filter='*GreedyContinuationMatchesTransformers/cuda_tiny_qwen3*'
 run bench_decode 240 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --json "$OUT/decode.json"
