@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/cache_dir.h"
+
 namespace helium::launch {
 namespace {
 
@@ -198,8 +200,7 @@ const AgentInfo& agent_info(Agent agent) {
 LaunchEnvironment LaunchEnvironment::from_process() {
   LaunchEnvironment env;
   env.home = getenv_or("HOME", ".");
-  const std::filesystem::path cache_root = getenv_or("XDG_CACHE_HOME", (env.home / ".cache").string());
-  env.cache_dir = cache_root / "helium";
+  env.cache_dir = helium_cache_dir();
   env.pi_agent_dir = getenv_or("PI_CODING_AGENT_DIR", (env.home / ".pi" / "agent").string());
   return env;
 }

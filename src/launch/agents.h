@@ -45,7 +45,7 @@ struct Endpoint {
 // Where the agents keep their settings, from the environment of the process that launches them.
 struct LaunchEnvironment {
   std::filesystem::path home;             // $HOME
-  std::filesystem::path cache_dir;        // $XDG_CACHE_HOME/helium or ~/.cache/helium: files helium owns
+  std::filesystem::path cache_dir;        // helium_cache_dir() (core/cache_dir.h): files helium owns
   std::filesystem::path pi_agent_dir;     // $PI_CODING_AGENT_DIR or ~/.pi/agent
   static LaunchEnvironment from_process();
 };

@@ -68,7 +68,7 @@ AgentRun run_helium(const std::string& agent, const std::vector<std::string>& he
                const std::string& extra_env = "") {
   const fs::path home = work / "home";
   fs::create_directories(home);
-  std::string command = "cd " + quote(work.string()) + " && env -u ANTHROPIC_API_KEY -u OPENAI_API_KEY HOME=" +
+  std::string command = "cd " + quote(work.string()) + " && env -u ANTHROPIC_API_KEY -u OPENAI_API_KEY -u HELIUM_CACHE_DIR HOME=" +
                         quote(home.string()) + " XDG_CONFIG_HOME=" + quote((home / ".config").string()) +
                         " XDG_DATA_HOME=" + quote((home / ".local/share").string()) +
                         " XDG_STATE_HOME=" + quote((home / ".local/state").string()) +

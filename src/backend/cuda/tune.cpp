@@ -2,7 +2,6 @@
 // configurations are chosen by timing candidates on the actual GPU for the model's own shapes, cached
 // per GPU, driver and model).
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -13,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cuda/cuda_backend.h"
+#include "core/cache_dir.h"
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/tune.h"
@@ -23,12 +23,6 @@ namespace {
 // The rule that picks a configuration from the timings (below); a cache written under another rule is
 // timed again. 2: among equal rings, the most warps per block.
 constexpr int kSelectionRuleRevision = 2;
-
-std::string cache_dir() {
-  if (const char* d = std::getenv("HELIUM_CACHE_DIR"); d != nullptr && *d) return d;
-  if (const char* h = std::getenv("HOME"); h != nullptr && *h) return std::string(h) + "/.cache/helium";
-  return "/tmp/helium-cache";
-}
 
 std::string sanitize(std::string s) {
   for (char& c : s)
@@ -93,7 +87,7 @@ std::string CudaBackend::tuning_cache_path(const std::vector<MatmulShape>& shape
   std::ostringstream name;
   name << sanitize(impl_->info.name) << "_sm" << impl_->info.compute_capability << "_driver" << impl_->info.driver_version
        << "_" << std::hex << hash << ".json";
-  return cache_dir() + "/tune/" + name.str();
+  return helium_cache_dir() + "/tune/" + name.str();
 }
 
 Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool retune) {
