@@ -4,6 +4,7 @@
 #include "launch/agents.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
