@@ -180,6 +180,33 @@ TEST(AgentLaunch, PiWritesAFileThroughTheServer) {
   expect_agent_wrote_the_file(run, work, "hello from pi");
 }
 
+// --url against a server that cannot serve the launch: each refusal names the cause (launch::query_server).
+TEST(AgentLaunch, UrlServersThatCannotServeTheLaunchAreClearErrors) {
+  if (auto ok = agent_installed("pi"); !ok) GTEST_SKIP() << ok.message();
+  ScriptedAgentServer server("{}");
+  const fs::path work = fresh_work_dir("url_errors");
+  auto refusal = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> all = args;
+    all.push_back("--dry-run");
+    const AgentRun run = run_helium("pi", all, {}, work, agents_bin());
+    EXPECT_EQ(run.code, 1) << run.out;
+    return run.err;
+  };
+  EXPECT_NE(refusal({"--url", server.url()}).find("wants an API key: give it with --api-key or HELIUM_API_KEY"),
+            std::string::npos);
+  EXPECT_NE(refusal({"--url", server.url(), "--api-key", "e2e-key", "-m", "other"})
+                .find("does not serve \"other\"; it serves: scripted-qwen3"),
+            std::string::npos);
+  EXPECT_NE(refusal({"--url", "https://example.invalid"}).find("--url must start with http://"), std::string::npos);
+  EXPECT_NE(refusal({"--url", "http://127.0.0.1:1"}).find("http://127.0.0.1:1/v1/models cannot be reached"), std::string::npos);
+  // The model and its context come from the server's list; a /v1 suffix is accepted.
+  const AgentRun ok = run_helium("pi", {"--url", server.url() + "/v1/", "--api-key", "e2e-key", "--dry-run"}, {}, work,
+                                 agents_bin());
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("# pi against scripted-qwen3 at " + server.url() + " (context 131072 tokens)"), std::string::npos)
+      << ok.out;
+}
+
 // A stand-in `claude` on PATH: reports what helium told it and what the server it started answered,
 // then exits 3.
 constexpr const char* kStandInClaude = R"(#!/usr/bin/env node
