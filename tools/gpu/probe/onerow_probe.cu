@@ -341,6 +341,29 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   g_sms = prop.multiProcessorCount;
   g_optin = prop.sharedMemPerBlockOptin;
+  if (argc > 1 && std::string(argv[1]) == "--once") {
+    // One plain launch of each one-row variant on the qkv shape, no graph (for compute-sanitizer).
+    __nv_bfloat16 *w, *xs;
+    float* y;
+    CK(cudaMalloc(&w, size_t{6144} * 4096 * 2));
+    CK(cudaMalloc(&xs, 2 * 4096 * 2));
+    CK(cudaMalloc(&y, 6144 * 4));
+    CK(cudaMemset(w, 0, size_t{6144} * 4096 * 2));
+    CK(cudaMemset(xs, 0, 2 * 4096 * 2));
+    auto once = [&](auto kernel, size_t smem, const char* name) {
+      CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      kernel<<<264, kWarps * 32, smem>>>(Params{w, xs, y, 6144, 4096});
+      const cudaError_t e = cudaDeviceSynchronize();
+      std::printf("%s: %s\n", name, cudaGetErrorString(e));
+      return e == cudaSuccess;
+    };
+    const size_t red = 3 * 4 * 32 * 4;
+    if (!once(onerow_kernel<6, kNoMma | kNoX>, kWarps * 6 * kStage + red, "ring6 no_x no_mma")) return 1;
+    if (!once(onerow_kernel<6, kNoX>, kWarps * 6 * kStage + red, "ring6 no_x")) return 1;
+    if (!once(onerow_kernel<6, kNoMma>, kWarps * 6 * kStage + red, "ring6 no_mma")) return 1;
+    if (!once(onerow_kernel<6, 0>, kWarps * 6 * kStage + red, "ring6")) return 1;
+    return 0;
+  }
   const double copy = copy_bandwidth();
   std::printf("device %s, %d SMs, copy %.1f GB/s\n", prop.name, g_sms, copy);
   FILE* js = argc > 1 ? std::fopen(argv[1], "w") : nullptr;
