@@ -476,14 +476,8 @@ int run(const Options& opt) {
   if (const char* b = std::getenv("HELIUM_CUDA_MMA_BLOCKS"); b != nullptr && *b) ctx.mma_one_row_blocks = std::atoi(b);
   if (const char* sp = std::getenv("HELIUM_CUDA_MMA_SPREAD"); sp != nullptr && *sp)
     ctx.mma_spread = std::string(sp) != "off";
-  if (const char* x = std::getenv("HELIUM_CUDA_MMA_X_ONCE"); x != nullptr && *x) ctx.mma_x_once = std::string(x) == "on";
   if (const char* r = std::getenv("HELIUM_CUDA_MMA_SPREAD_ROWS"); r != nullptr && *r)
     ctx.mma_spread_rows = std::string(r) == "on";
-  if (const char* f = std::getenv("HELIUM_CUDA_MMA_FILL"); f != nullptr && *f)
-    ctx.mma_one_row_fill = std::string(f) == "all"       ? cuda::Context::kFillAll
-                           : std::string(f) == "spread"  ? cuda::Context::kFillSpread
-                           : std::string(f) == "padding" ? cuda::Context::kFillPadding
-                                                         : cuda::Context::kFillOff;
 
   JsonWriter json;
   json.raw("{");

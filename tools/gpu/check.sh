@@ -86,9 +86,6 @@ HELIUM_CUDA_ATTN_SPLIT=off run models_test_no_attention_split 120 "$BIN/models_t
 # The goldens with short contexts merged by the partition kernel's clusters (off by default;
 # cuda_attention_test checks the bits).
 HELIUM_CUDA_CLUSTER_MERGE=16 run models_test_cluster_merge 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
-# The goldens with x staged once per one-row block and every one-row ring deepened to what its residency leaves
-# (both off by default; cuda_matmul_test checks the bits).
-HELIUM_CUDA_MMA_X_ONCE=on HELIUM_CUDA_MMA_FILL=all run models_test_x_once_fill 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
 run kv_test 30 "$BIN/kv_test" --gtest_brief=1
 # The engine's sampled paths on the GPU: device candidates and totals against copied logits, over the
 # embedded model (read through HELIUM_SOURCE_DIR, as models_test reads its fixtures).

@@ -187,18 +187,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_MMA_BLOCKS", "a block count", 1, 4, mma_blocks));
   impl->ctx.mma_one_row_blocks = static_cast<int>(mma_blocks);
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MMA_SPREAD", "on", "off", impl->ctx.mma_spread));
-  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MMA_X_ONCE", "on", "off", impl->ctx.mma_x_once));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MMA_SPREAD_ROWS", "on", "off", impl->ctx.mma_spread_rows));
-  if (const char* f = std::getenv("HELIUM_CUDA_MMA_FILL"); f != nullptr && *f) {
-    const std::string_view v(f);
-    if (v != "off" && v != "padding" && v != "spread" && v != "all")
-      return Status::error("HELIUM_CUDA_MMA_FILL must be 'off', 'padding', 'spread' or 'all', not '" + std::string(v) +
-                           "'");
-    impl->ctx.mma_one_row_fill = v == "all"       ? cuda::Context::kFillAll
-                                 : v == "spread"  ? cuda::Context::kFillSpread
-                                 : v == "padding" ? cuda::Context::kFillPadding
-                                                  : cuda::Context::kFillOff;
-  }
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_NORM_HANDOFF", "on", "off", impl->ctx.norm_handoff));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_SPLIT", "on", "off", impl->ctx.attention_split));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_QKV_PROLOGUE", "on", "off", impl->ctx.qkv_prologue));

@@ -226,30 +226,11 @@ struct Context {
   // everywhere, 208.73 / 207.33 against 203.91 / 205.23 at 8K, 180.31 / 179.35 against 178.64 / 178.26 at
   // 32K; down (256 items, two blocks a multiprocessor) alone 26.60 µs against 31.63.
   bool mma_spread = true;
-  // Whether a one-row launch's warp rings take the shared memory its residency leaves, the deepest of 7, 8,
-  // 10 and 12 stages that fits (the same bits at any depth): kFillOff — mma_one_row_stages always;
-  // kFillPadding — every launch, within the block's padded size (one_row_block_smem: its footprint, and so
-  // what the kernels before and after it can place beside it, unchanged; on the H200 o_proj and down, two a
-  // multiprocessor, 8 stages in their 76,816 bytes, three a multiprocessor none); kFillSpread — where the
-  // spread set fewer blocks a multiprocessor than mma_one_row_blocks, as deep as that residency allows (o_proj
-  // and down 12 stages, 88 KB of weights in flight a block instead of 40, issued before the programmatic
-  // wait, but two blocks then fill a multiprocessor); kFillAll — every launch so (three a multiprocessor: 8).
-  // HELIUM_CUDA_MMA_FILL=off|padding|spread|all. Off until measured on the GPU.
-  enum OneRowFill : int { kFillOff = 0, kFillSpread = 1, kFillAll = 2, kFillPadding = 3 };
-  int mma_one_row_fill = kFillOff;
   // The spread for launches of row groups of 4, 8 and 16 (batched decode, tree verification): ceil(items /
   // multiprocessors) blocks a multiprocessor where fewer than fit (o_proj and down at 8 rows: two instead of
   // three). HELIUM_CUDA_MMA_SPREAD_ROWS=on|off. Residency only, the same bits. Off until measured on the GPU.
   bool mma_spread_rows = false;
   mutable int64_t mma_spread_rows_launches = 0;  // launches it padded (for tests)
-  // One-row launches whose rings were deepened by mma_one_row_fill (for tests).
-  mutable int64_t mma_filled_launches = 0;
-  // One-row launches stage x's split once per block (in an array of 4·k bytes beside the rings) rather than in
-  // every ring stage, which loads it again for each of a block's items (gate/up ~4 items a block, lm_head ~24:
-  // one eighth more bytes from the L2 than the weights); where the array keeps the residency.
-  // HELIUM_CUDA_MMA_X_ONCE=on|off. The same bits. Off until measured on the GPU.
-  bool mma_x_once = false;
-  mutable int64_t mma_x_once_launches = 0;
   // Diagnostic only (helium_bench_cuda_matmul --chain): when set, each block of a decode matmul writes
   // kMatmulTraceEvents %globaltimer stamps to matmul_trace[block · kMatmulTraceEvents + event] (matmul.cu).
   unsigned long long* matmul_trace = nullptr;
@@ -377,13 +358,6 @@ inline size_t smem_for_residency(int64_t per_sm, size_t need, int64_t margin) {
   const SmemLimits l = smem_limits();
   const int64_t bound = (int64_t{l.per_sm} / (per_sm + 1) - l.reserved + margin + 15) / 16 * 16;
   return static_cast<size_t>(std::min<int64_t>(l.block_max, std::max<int64_t>(static_cast<int64_t>(need), bound)));
-}
-// The most shared memory a block may take with `per_sm` blocks (and their per-block reservations) still
-// fitting a multiprocessor, a multiple of 16.
-inline size_t smem_within_residency(int64_t per_sm) {
-  const SmemLimits l = smem_limits();
-  const int64_t most = (int64_t{l.per_sm} / std::max<int64_t>(per_sm, 1) - l.reserved) / 16 * 16;
-  return static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(l.block_max, most)));
 }
 
 // "Rows" = product of all but the last dimension; "cols" = the last dimension.

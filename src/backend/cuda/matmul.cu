@@ -573,17 +573,6 @@ constexpr size_t mma_smem_bytes(int row_group, int stages) {
   return static_cast<size_t>(kMmaWarps) * stages * mma_stage_bytes(row_group) +
          static_cast<size_t>(mma_sum_floats(row_group) + mma_row_scales(row_group)) * 4;
 }
-// The one-row instance with x staged once (Context::mma_x_once): stages of the weights alone, then after the
-// sums and the row scale x's split for every step of k the warps take (k padded to whole steps of all four
-// warps; the padding zero-filled), one 256-byte tile (two rows of 128 bytes, mma_swizzle) per 64 of k.
-constexpr int64_t mma_x_once_tiles(int64_t k) {
-  return (((k + kMmaStepK - 1) / kMmaStepK + kMmaWarps - 1) / kMmaWarps) * kMmaWarps;
-}
-constexpr size_t mma_x_once_smem_bytes(int stages, int64_t k) {
-  return static_cast<size_t>(kMmaWarps) * stages * kMmaWBytes +
-         static_cast<size_t>(mma_sum_floats(1) + mma_row_scales(1)) * 4 +
-         static_cast<size_t>(mma_x_once_tiles(k)) * 2 * kMmaStepK * 2;
-}
 
 // Byte offset of 16-byte piece c (0..7) of row r in a stage tile of 128-byte rows, XOR-swizzled so that the
 // eight rows an ldmatrix phase reads fall in eight different bank groups.
@@ -736,25 +725,16 @@ __device__ __forceinline__ void prologue_after_item(const PrologueArgs& a, int b
 // kPrologue (RG 4 only): the stores also do the attention prologue (pro, with its counts;
 // rms_norm_qkv_prologue, one row group). A separate instance, so that the other launches run the kernel
 // without that code.
-// kXOnce (RG 1 only; Context::mma_x_once): x's split is loaded once per block, not once per item: the block's
-// first item loads each step's two split rows into a block-wide array (mma_x_once_smem_bytes) instead of its
-// ring stage, and every item reads them there. Warp kw takes the steps kw, kw + 4, ... of every item, so it
-// reads only the tiles it loaded itself (landed in its own older commit groups): no barrier. The same
-// operands, so the same bits; the x traffic from the L2 is one pass per block instead of one per item
-// (gate/up ~4 items a block, lm_head ~24).
-template <int RG, int S, bool kPrologue = false, bool kXOnce = false>
+template <int RG, int S, bool kPrologue = false>
 __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const DecodeParams p, const PrologueArgs pro) {
-  static_assert(!kXOnce || (RG == 1 && !kPrologue));
   // One weight tile of 16 rows per warp stage: two or four sharing x were slower (eleventh session).
   constexpr int NT = (RG + 3) / 4;  // n-tiles of 8 B columns: 4 rows each (hi and lo columns; RG 1: one)
-  constexpr int kStage = kXOnce ? kMmaWBytes : mma_stage_bytes(RG);
-  constexpr int kXTile = 2 * kMmaStepK * 2;  // kXOnce: one step's two split rows
+  constexpr int kStage = mma_stage_bytes(RG);
   extern __shared__ __align__(128) uint8_t mma_smem[];
   const int lane = threadIdx.x & 31, kw = threadIdx.x >> 5;
   uint8_t* ring = mma_smem + kw * S * kStage;
   float* red = reinterpret_cast<float*>(mma_smem + kMmaWarps * S * kStage);  // [kw - 1][NT · 4][32]
   float* row_scale = red + mma_sum_floats(RG);  // a norm handoff consumer's scale of each row
-  uint8_t* x_once = reinterpret_cast<uint8_t*>(row_scale + mma_row_scales(RG));  // kXOnce: [tile][kXTile]
   const bool pairs = p.act != nullptr;
   // Stages per warp and item; items (< 2^31, checked at launch) and their coordinates in 32 bits, advanced
   // without division in the loop.
@@ -799,11 +779,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     }
   };
   // A stage's 2 · RG split rows of x into ring slot `slot`: rows past `rows` and k past the end are zeros.
-  // kXOnce: into the block-wide array, for the block's first item only.
   auto issue_x = [&](const Cursor& c, int slot) {
     if (c.item >= items) return;
-    if (kXOnce && c.item != static_cast<int>(blockIdx.x)) return;
-    uint8_t* xs = kXOnce ? x_once + (c.step * kMmaWarps + kw) * kXTile : ring + slot * kStage + kMmaWBytes;
+    uint8_t* xs = ring + slot * kStage + kMmaWBytes;
     const int64_t k0 = (c.step * kMmaWarps + kw) * kMmaStepK;
 #pragma unroll
     for (int j = 0; j < (2 * RG * 8 + 31) / 32; ++j) {
@@ -860,7 +838,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     copy_async_wait_group<S - 1>();
     __syncwarp();
     const uint8_t* stage = ring + work_slot * kStage;
-    const uint8_t* xs = kXOnce ? x_once + (work.step * kMmaWarps + kw) * kXTile : stage + kMmaWBytes;
+    const uint8_t* xs = stage + kMmaWBytes;
 #pragma unroll
     for (int kk = 0; kk < kMmaStepK / 16; ++kk) {
       uint32_t a[4];
@@ -1659,27 +1637,15 @@ MmaKernel pick_mma_stages(int stages) {
   }
   return nullptr;
 }
-// prologue: the instance whose stores do the attention prologue (row groups of 4 only). x_once: the one-row
-// instance that stages x once per block (Context::mma_x_once).
-MmaKernel pick_mma_kernel(int row_group, int stages, bool prologue, bool x_once = false) {
+// prologue: the instance whose stores do the attention prologue (row groups of 4 only).
+MmaKernel pick_mma_kernel(int row_group, int stages, bool prologue) {
   if (prologue) return row_group == 4 ? pick_mma_stages<4, true>(stages) : nullptr;
-  if (x_once) {
-    if (row_group != 1) return nullptr;
-    switch (stages) {
-      case 6: return matmul_mma_kernel<1, 6, false, true>;
-      case 8: return matmul_mma_kernel<1, 8, false, true>;
-      case 12: return matmul_mma_kernel<1, 12, false, true>;
-    }
-    return nullptr;
-  }
   switch (row_group) {
     case 1:
       switch (stages) {
         case 6: return matmul_mma_kernel<1, 6>;
         case 7: return matmul_mma_kernel<1, 7>;
         case 8: return matmul_mma_kernel<1, 8>;
-        case 10: return matmul_mma_kernel<1, 10>;  // the deeper rings of Context::mma_one_row_fill
-        case 12: return matmul_mma_kernel<1, 12>;
       }
       return nullptr;
     case 4: return pick_mma_stages<4>(stages);
@@ -1863,27 +1829,6 @@ size_t rows_block_smem(const Context& c, int64_t items, size_t need) {
   ++c.mma_spread_rows_launches;
   return smem_for_residency(spread, need, 1);
 }
-// A one-row block's shared memory at `stages`; x_once, k: the instance that stages x once per block (its
-// array's size is k's).
-size_t one_row_smem_bytes(int stages, bool x_once, int64_t k) {
-  return x_once ? mma_x_once_smem_bytes(stages, k) : mma_smem_bytes(1, stages);
-}
-// The one-row instance's stages for a launch of `items` (Context::mma_one_row_fill): the deepest ring, of
-// the instances past `stages`, that fits the block's padded size (kFillPadding) or keeps
-// one_row_blocks_per_sm blocks a multiprocessor (the others); `stages` where the fill is off or does not apply.
-int one_row_fill_stages(const Context& c, int64_t items, int stages, bool x_once, int64_t k) {
-  if (c.mma_one_row_fill == Context::kFillOff) return stages;
-  const int64_t per_sm = one_row_blocks_per_sm(c, items);
-  if (c.mma_one_row_fill == Context::kFillSpread && per_sm >= c.mma_one_row_blocks) return stages;
-  const size_t most = c.mma_one_row_fill == Context::kFillPadding
-                          ? one_row_block_smem(c, items, one_row_smem_bytes(stages, x_once, k))
-                          : smem_within_residency(per_sm);
-  for (int deeper : {12, 10, 8, 7})
-    if (deeper > stages && pick_mma_kernel(1, deeper, false, x_once) != nullptr &&
-        one_row_smem_bytes(deeper, x_once, k) <= most)
-      return deeper;
-  return stages;
-}
 
 // The tensor-core kernel's launch: x's transform split into Context::matmul_scratch (split_x_kernel), then
 // the matmul with rows in groups of 4, 8 or 16 (each item streams its weights once for its group), fewer
@@ -1927,22 +1872,11 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
   p.row_groups = (shape.rows + row_group - 1) / row_group;
   p.feature_blocks = (positions + per_item - 1) / per_item;
   const int64_t items = p.row_groups * p.feature_blocks;
-  bool x_once = false;
-  if (row_group == 1) {
-    // x staged once per block (Context::mma_x_once) where the instance exists at this depth and its array
-    // keeps the residency; otherwise x rides in the ring stages. Then the ring fill.
-    x_once = c.mma_x_once && pick_mma_kernel(1, stages, false, true) != nullptr &&
-             mma_x_once_smem_bytes(stages, shape.k) <= smem_within_residency(one_row_blocks_per_sm(c, items));
-    if (x_once) ++c.mma_x_once_launches;
-    const int filled = one_row_fill_stages(c, items, stages, x_once, shape.k);
-    if (filled != stages) ++c.mma_filled_launches;
-    stages = filled;
-  }
-  const size_t need = row_group == 1 ? one_row_smem_bytes(stages, x_once, shape.k) : mma_smem_bytes(row_group, stages);
+  const size_t need = mma_smem_bytes(row_group, stages);
   const size_t smem = row_group == 1 ? one_row_block_smem(c, items, need) : rows_block_smem(c, items, need);
   HELIUM_CUDA_REQUIRE("matmul", smem <= limit);
   HELIUM_CUDA_REQUIRE("matmul", items < (int64_t{1} << 31) - int64_t{1} * 1024 * 1024);  // 32-bit item counters
-  const MmaKernel kernel = pick_mma_kernel(row_group, stages, prologue != nullptr, x_once);
+  const MmaKernel kernel = pick_mma_kernel(row_group, stages, prologue != nullptr);
   HELIUM_CUDA_REQUIRE("matmul", kernel != nullptr);
   const int threads = kMmaWarps * 32;
   const int per_sm = prepare_decode_kernel(kernel, threads, smem);

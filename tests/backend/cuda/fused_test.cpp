@@ -1062,8 +1062,6 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_NORM_HANDOFF", "yes", "off"},
                {"HELIUM_CUDA_MMA_BLOCKS", "5", "4"},
                {"HELIUM_CUDA_MMA_SPREAD", "wide", "off"},
-               {"HELIUM_CUDA_MMA_FILL", "on", "spread"},
-               {"HELIUM_CUDA_MMA_X_ONCE", "yes", "on"},
                {"HELIUM_CUDA_MMA_SPREAD_ROWS", "wide", "on"},
                {"HELIUM_CUDA_ATTN_SPLIT", "yes", "off"},
                {"HELIUM_CUDA_PARTITION_LATE_KEYS", "soon", "0"},

@@ -543,34 +543,6 @@ TEST_F(CudaMatmulTest, OneRowInstanceHasTheFourRowBits) {
           << s.n << " x " << s.k << ", " << stages << " stages: feature " << j << " is " << one[static_cast<size_t>(j)]
           << ", the four-row instance's " << four[static_cast<size_t>(j)];
     }
-    // The rings deepened to what the residency leaves (Context::mma_one_row_fill) and x staged once per block
-    // (Context::mma_x_once), alone and together: these shapes have at most 256 items, at most two blocks a
-    // multiprocessor (the spread) on a GPU of 128 or more, where every fill deepens the plain rings (on the
-    // H200 to 8 stages within two blocks' padding, else 12) and x's array keeps the residency (12,288 of k:
-    // 48 KB beside the rings); elsewhere the bits alone are checked.
-    g.ctx.mma_one_row_stages = 6;
-    for (const bool x_once : {false, true}) {
-      for (int fill : {cuda::Context::kFillOff, cuda::Context::kFillPadding, cuda::Context::kFillSpread,
-                       cuda::Context::kFillAll}) {
-        if (!x_once && fill == cuda::Context::kFillOff) continue;  // the 6-stage case above
-        g.ctx.mma_one_row_fill = fill;
-        g.ctx.mma_x_once = x_once;
-        const int64_t filled = g.ctx.mma_filled_launches, once = g.ctx.mma_x_once_launches;
-        const std::vector<float> one = p.run(g, 1);
-        g.ctx.mma_one_row_fill = cuda::Context::kFillOff;
-        g.ctx.mma_x_once = false;
-        if (g.ctx.sm_count >= 128) {
-          if (!x_once) {  // beside x's array a deeper ring may not fit (4096 x 4096 within its padding, say)
-            EXPECT_EQ(g.ctx.mma_filled_launches, filled + 1) << s.n << " x " << s.k << ", fill " << fill;
-          }
-          EXPECT_EQ(g.ctx.mma_x_once_launches, once + (x_once ? 1 : 0)) << s.n << " x " << s.k << ", fill " << fill;
-        }
-        int64_t j = 0;
-        EXPECT_TRUE(same_bits(one.data(), four.data(), s.n, &j))
-            << s.n << " x " << s.k << ", fill " << fill << ", x once " << x_once << ": feature " << j << " is "
-            << one[static_cast<size_t>(j)] << ", the four-row instance's " << four[static_cast<size_t>(j)];
-      }
-    }
     g.ctx.mma_one_row_stages = 0;
   }
 }
