@@ -15,7 +15,7 @@
 // the decode ceiling uses). Built and run on the GPU machine:
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I src -o onerow_probe tools/gpu/probe/onerow_probe.cu
 // (the engine's ldmatrix / MMA wrappers from src/backend/cuda/mma.cuh; the rest is standalone).
-//   ./onerow_probe [json path]
+//   ./onerow_probe [json path]   (or --once: one plain launch of each 6-stage ring variant, for compute-sanitizer)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -302,11 +302,17 @@ struct Shape {
   int n, k;
 };
 
+// A block's shared memory for onerow_kernel<S, M>: the warps' rings, then the three warps' sums for warp 0.
+template <int S, int M>
+constexpr size_t onerow_smem() {
+  return size_t{kWarps} * S * stage_bytes<M>() + 3 * 4 * 32 * 4;
+}
+
 template <int S, int M>
 double time_onerow(const Shape& sh, const std::vector<__nv_bfloat16*>& w, const __nv_bfloat16* xs, float* y,
                    int per_sm) {
   auto kernel = onerow_kernel<S, M>;
-  const size_t need = size_t{kWarps} * S * stage_bytes<M>() + 3 * 4 * 32 * 4;
+  const size_t need = onerow_smem<S, M>();
   // pad so that at most per_sm blocks fit (1 KB reserved a block)
   const size_t per_sm_bytes = 233472;
   size_t smem = need;
@@ -341,35 +347,35 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   g_sms = prop.multiProcessorCount;
   g_optin = prop.sharedMemPerBlockOptin;
+  const Shape shapes[] = {{"qkv", 6144, 4096}, {"o_proj", 4096, 4096}, {"gate_up", 24576, 4096}, {"down", 4096, 12288}};
   if (argc > 1 && std::string(argv[1]) == "--once") {
-    // One plain launch of each one-row variant on the qkv shape, no graph (for compute-sanitizer).
+    // One plain launch of each 6-stage ring variant on the qkv shape, no graph (for compute-sanitizer).
+    const Shape& sh = shapes[0];
+    const size_t bytes = size_t{static_cast<size_t>(sh.n)} * sh.k * 2;
     __nv_bfloat16 *w, *xs;
     float* y;
-    CK(cudaMalloc(&w, size_t{6144} * 4096 * 2));
-    CK(cudaMalloc(&xs, 2 * 4096 * 2));
-    CK(cudaMalloc(&y, 6144 * 4));
-    CK(cudaMemset(w, 0, size_t{6144} * 4096 * 2));
-    CK(cudaMemset(xs, 0, 2 * 4096 * 2));
-    auto once = [&](auto kernel, size_t smem, const char* name) {
-      CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-      kernel<<<264, kWarps * 32, smem>>>(Params{w, xs, y, 6144, 4096});
+    CK(cudaMalloc(&w, bytes));
+    CK(cudaMalloc(&xs, size_t{2} * sh.k * 2));
+    CK(cudaMalloc(&y, size_t{static_cast<size_t>(sh.n)} * 4));
+    CK(cudaMemset(w, 0, bytes));
+    CK(cudaMemset(xs, 0, size_t{2} * sh.k * 2));
+    auto once = [&]<int M>(const char* name) {
+      auto kernel = onerow_kernel<6, M>;
+      CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(onerow_smem<6, M>())));
+      kernel<<<2 * g_sms, kWarps * 32, onerow_smem<6, M>()>>>(Params{w, xs, y, sh.n, sh.k});
       const cudaError_t e = cudaDeviceSynchronize();
       std::printf("%s: %s\n", name, cudaGetErrorString(e));
       return e == cudaSuccess;
     };
-    const size_t red = 3 * 4 * 32 * 4;
-    if (!once(onerow_kernel<6, kNoMma | kNoX>, kWarps * 6 * kStage + red, "ring6 no_x no_mma")) return 1;
-    if (!once(onerow_kernel<6, kNoX>, kWarps * 6 * kStage + red, "ring6 no_x")) return 1;
-    if (!once(onerow_kernel<6, kNoMma>, kWarps * 6 * kStage + red, "ring6 no_mma")) return 1;
-    if (!once(onerow_kernel<6, 0>, kWarps * 6 * kStage + red, "ring6")) return 1;
-    return 0;
+    const bool ok = once.operator()<kNoMma | kNoX>("ring6 no_x no_mma") && once.operator()<kNoX>("ring6 no_x") &&
+                    once.operator()<kNoMma>("ring6 no_mma") && once.operator()<0>("ring6");
+    return ok ? 0 : 1;
   }
   const double copy = copy_bandwidth();
   std::printf("device %s, %d SMs, copy %.1f GB/s\n", prop.name, g_sms, copy);
   FILE* js = argc > 1 ? std::fopen(argv[1], "w") : nullptr;
   if (js) std::fprintf(js, "{\"copy_gbps\": %.1f, \"rows\": [\n", copy);
   bool first = true;
-  const Shape shapes[] = {{"qkv", 6144, 4096}, {"o_proj", 4096, 4096}, {"gate_up", 24576, 4096}, {"down", 4096, 12288}};
   __nv_bfloat16* xs;
   float* y;
   uint32_t* sink;
