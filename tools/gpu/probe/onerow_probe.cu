@@ -1,12 +1,15 @@
 // tools/gpu/probe/onerow_probe.cu — a diagnostic, not part of the engine: where the one-row decode matmul
 // (src/backend/cuda/matmul.cu, matmul_mma_kernel<1, S>) loses to a plain stream of the same bytes. A replica
 // of its stream — per-warp rings of S stages (16 weight rows × 64 k, 2 KB, and x's two split rows, 256 bytes),
-// cp.async under the evict_first policy, the first S - 1 weight stages before the programmatic-dependent-launch
-// wait, ldmatrix + m16n8k16 MMAs, the warps' sums added at each item's end and stored by warp 0 — with parts
-// taken away or changed one at a time:
+// cp.async without an L2 policy (as the engine's kernel: Context::mma_evict_first is off), the first S - 1
+// weight stages before the programmatic-dependent-launch wait, ldmatrix + m16n8k16 MMAs, the warps' sums
+// added at each item's end and stored by warp 0 — with parts taken away or changed one at a time:
 //   no_mma    the stages land and are released unread (the stream alone)
 //   no_x      no x rows in the stages (the B fragment reads whatever the slot holds)
-//   no_hint   the weights without the evict_first policy
+//   hint      the weights under the evict_first policy (cp.async's L2::cache_hint form); --once only: on the
+//             H100 of the twenty-eighth session it stops with "an illegal instruction was encountered" at that
+//             cp.async (compute-sanitizer: cp16's hinted form), as the engine's hinted weights did
+//             (Context::mma_evict_first)
 //   tiled     the weights stored so that each warp stage is one contiguous 2 KB (item, step, row, k)
 //   wide      warp stages of 128 k (256 contiguous bytes of each row, 1 KB a block round) instead of 64
 // and a plain grid-stride stream of 16-byte loads as the reference. Each figure: 36 launches in a row, each on
@@ -41,7 +44,7 @@ namespace {
 
 constexpr int kWarps = 4, kStepK = 64, kFeatures = 16, kWBytes = kFeatures * kStepK * 2, kXBytes = 2 * kStepK * 2;
 constexpr int kStage = kWBytes + kXBytes;
-enum Mode : int { kNoMma = 1, kNoX = 2, kNoHint = 4, kTiled = 8, kWide = 16 };
+enum Mode : int { kNoMma = 1, kNoX = 2, kHint = 4, kTiled = 8, kWide = 16 };
 // kWide: a warp stage of 16 rows × 128 k (two 2 KB sub-tiles, 256 contiguous bytes of each row; a block's
 // round 1 KB of each row) instead of 64 k.
 template <int M>
@@ -87,7 +90,7 @@ __global__ void __launch_bounds__(kWarps * 32) onerow_kernel(const Params p) {
   const int items = p.n / kFeatures;
   uint64_t pol;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-  constexpr bool hint = (M & kNoHint) == 0;
+  constexpr bool hint = (M & kHint) != 0;
   struct Cursor {
     int item, step;
   };
@@ -368,7 +371,8 @@ int main(int argc, char** argv) {
       return e == cudaSuccess;
     };
     const bool ok = once.operator()<kNoMma | kNoX>("ring6 no_x no_mma") && once.operator()<kNoX>("ring6 no_x") &&
-                    once.operator()<kNoMma>("ring6 no_mma") && once.operator()<0>("ring6");
+                    once.operator()<kNoMma>("ring6 no_mma") && once.operator()<0>("ring6") &&
+                    once.operator()<kHint>("ring6 hint");
     return ok ? 0 : 1;
   }
   const double copy = copy_bandwidth();
@@ -408,7 +412,6 @@ int main(int argc, char** argv) {
       report("ring6 no_mma", per_sm, time_onerow<6, kNoMma>(sh, w, xs, y, per_sm));
       report("ring6 no_x", per_sm, time_onerow<6, kNoX>(sh, w, xs, y, per_sm));
       report("ring6 no_x no_mma", per_sm, time_onerow<6, kNoX | kNoMma>(sh, w, xs, y, per_sm));
-      report("ring6 no_hint", per_sm, time_onerow<6, kNoHint>(sh, w, xs, y, per_sm));
       report("ring6 tiled", per_sm, time_onerow<6, kTiled>(sh, w, xs, y, per_sm));
       report("ring6 tiled no_x", per_sm, time_onerow<6, kTiled | kNoX>(sh, w, xs, y, per_sm));
       report("ring8", per_sm, time_onerow<8, 0>(sh, w, xs, y, per_sm));
