@@ -86,6 +86,9 @@ HELIUM_CUDA_ATTN_SPLIT=off run models_test_no_attention_split 120 "$BIN/models_t
 # The goldens with short contexts merged by the partition kernel's clusters (off by default;
 # cuda_attention_test checks the bits).
 HELIUM_CUDA_CLUSTER_MERGE=16 run models_test_cluster_merge 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
+# The goldens with row groups of 4-16 packed by the block scheduler (the multi-row spread is the default;
+# cuda_matmul_test checks that the two give the same bits).
+HELIUM_CUDA_MMA_SPREAD_ROWS=off run models_test_no_spread_rows 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
 run kv_test 30 "$BIN/kv_test" --gtest_brief=1
 # The engine's sampled paths on the GPU: device candidates and totals against copied logits, over the
 # embedded model (read through HELIUM_SOURCE_DIR, as models_test reads its fixtures).

@@ -228,8 +228,11 @@ struct Context {
   bool mma_spread = true;
   // The spread for launches of row groups of 4, 8 and 16 (batched decode, tree verification): ceil(items /
   // multiprocessors) blocks a multiprocessor where fewer than fit (o_proj and down at 8 rows: two instead of
-  // three). HELIUM_CUDA_MMA_SPREAD_ROWS=on|off. Residency only, the same bits. Off until measured on the GPU.
-  bool mma_spread_rows = false;
+  // three). HELIUM_CUDA_MMA_SPREAD_ROWS=on|off. Residency only, the same bits. On an H100 (Qwen3-8B shape,
+  // `helium_bench_decode --batch N --contexts 1024`, tok/s of all rows; docs/benchmarks.md, twenty-eighth
+  // session) off / on: 8 rows 1,141.0 / 1,158.9 and 1,144.4 / 1,159.3, 16 rows 1,770.5 / 1,777.5, 32 rows
+  // 2,004.2 / 2,009.9.
+  bool mma_spread_rows = true;
   mutable int64_t mma_spread_rows_launches = 0;  // launches it padded (for tests)
   // Diagnostic only (helium_bench_cuda_matmul --chain): when set, each block of a decode matmul writes
   // kMatmulTraceEvents %globaltimer stamps to matmul_trace[block · kMatmulTraceEvents + event] (matmul.cu).
