@@ -3,7 +3,7 @@
 //
 //  - Decode / verify (rows <= kMaxDecodeRows): split-KV. A row's keys are cut into partitions of P
 //    logical positions aligned to position 0 ([0, P), [P, 2P), ...), P a function of the row's own key
-//    count (attention_partitions.h, Context::attention_tiers: 64 keys up to 1K, 128 up to 4K, 256 up to
+//    count (attention_partitions.h, Context::attention_tiers: 64 keys up to 2K, 128 up to 4K, 256 up to
 //    16K, 512 beyond), so that short contexts still spread over many blocks and long ones keep few
 //    partials and few enough blocks for one wave.
 //    One block

@@ -14,7 +14,12 @@
 // P = 64 / 128 / 256 forced everywhere; docs/benchmarks.md, seventh session): 1K 9.0 / 10.2 / 13.0,
 // 2K 10.8 / 10.0 / 13.4, 4K 15.3 / 12.7 / 13.2, 8K 25.7 / 19.2 / 16.9, 32K 81.2 / 60.0 / 49.9 — 64 wins
 // at 1K, 128 at 2K and 4K, 256 beyond (the third session's sweep ranked them the same way). 512 past 16K:
-// docs/benchmarks.md, fifteenth session.
+// docs/benchmarks.md, fifteenth session. Since a one-wave grid loads its keys before its wait (ninth
+// session), a 64-key partition's whole K and V (four 8 KB chunks) are in flight before it, a 128-key one's
+// half: 64 keys now run up to 2K. On an H100 (decode at 1K, keys 1,025-1,536; twenty-ninth session) the
+// protocol's 512 tokens, median of 3, three alternating rounds: 175.29 / 175.41 / 173.74 tok/s against
+// 174.30 / 174.05 / 173.87 with 128-key partitions past 1K (256-token sweeps: 174.18 / 174.87 against
+// 173.00 / 173.43).
 #pragma once
 
 #include <algorithm>
@@ -32,7 +37,7 @@ inline constexpr int kMaxPartitionKeys = 512;
 
 // Where each partition size ends (keys of a row); the defaults are Context::attention_tiers'.
 struct PartitionTiers {
-  int small_end = 1024;   // 64-key partitions up to here
+  int small_end = 2048;   // 64-key partitions up to here
   int medium_end = 4096;  // 128
   int large_end = 16384;  // 256; kMaxPartitionKeys beyond
 };
