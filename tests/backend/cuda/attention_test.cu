@@ -476,13 +476,14 @@ TEST_F(CudaAttentionTest, DecodeRingKeepsTheBits) {
 // by default; the test turns it on):
 // each linear row alone (a grid of that row's partitions, merged in clusters) bitwise the same row of the
 // batch merged by the merge kernel, with the cluster path taken for every row of more than one partition;
-// rows of up to 2,048 keys (64- and 128-key partitions) and a row without keys; then a speculation tree's
-// rows (which refer to each other: a batch of their own) with and without the clusters. Then the same with
-// the tiers moved so that 512-key partitions (the wide ring) merge in clusters too.
+// rows of up to 2,048 keys (64- and 128-key partitions: 64 up to 1K here, so that 2K rows have 16) and a row
+// without keys; then a speculation tree's rows (which refer to each other: a batch of their own) with and
+// without the clusters. Then the same with the tiers moved so that 512-key partitions (the wide ring) merge
+// in clusters too.
 TEST_F(CudaAttentionTest, DecodeClusterMergeKeepsTheBits) {
   uint32_t seed = 70;
   for (const bool wide : {false, true}) {
-    if (wide) ctx_.attention_tiers = {64, 128, 256};
+    ctx_.attention_tiers = wide ? cuda::PartitionTiers{64, 128, 256} : cuda::PartitionTiers{1024, 4096, 16384};
     for (const Shape& s : decode_shapes()) {
       // Eight query heads a block leave no room for the partials beside the wide ring's accumulators.
       const bool clusters = !(wide && s.group() == 8);
@@ -506,7 +507,8 @@ TEST_F(CudaAttentionTest, DecodeClusterMergeKeepsTheBits) {
         const int keys = rows.prefix[r];
         const int64_t before = ctx_.attention_cluster_merges;
         const std::vector<float> alone = run(c, rows.select({r}, s));
-        if (clusters && cuda::partition_count(std::max(keys, 1), ctx_.attention_tiers) >= 2) {
+        const int parts = cuda::partition_count(std::max(keys, 1), ctx_.attention_tiers);
+        if (clusters && parts >= 2 && parts <= ctx_.attention_cluster_merge_max) {
           EXPECT_EQ(ctx_.attention_cluster_merges, before + 1) << s.name() << " row " << r << " (" << keys << " keys)";
         }
         EXPECT_EQ(std::memcmp(alone.data(), all.data() + r * q_dim, q_dim * sizeof(float)), 0)
