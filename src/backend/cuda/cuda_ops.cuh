@@ -231,7 +231,8 @@ struct Context {
   // three). HELIUM_CUDA_MMA_SPREAD_ROWS=on|off. Residency only, the same bits. On an H100 (Qwen3-8B shape,
   // `helium_bench_decode --batch N --contexts 1024`, tok/s of all rows; docs/benchmarks.md, twenty-eighth
   // session) off / on: 8 rows 1,141.0 / 1,158.9 and 1,144.4 / 1,159.3, 16 rows 1,770.5 / 1,777.5, 32 rows
-  // 2,004.2 / 2,009.9.
+  // 2,004.2 / 2,009.9; twenty-ninth session 8 rows 1,145.6 / 1,158.3 and 1,142.8 / 1,155.3, 16 rows 1,767.2 /
+  // 1,773.0 and 1,775.7 / 1,779.2, 32 rows 1,989.4 / 1,984.2. Not yet timed on an H200.
   bool mma_spread_rows = true;
   mutable int64_t mma_spread_rows_launches = 0;  // launches it padded (for tests)
   // Diagnostic only (helium_bench_cuda_matmul --chain): when set, each block of a decode matmul writes

@@ -475,7 +475,7 @@ TEST_F(CudaAttentionTest, DecodeRingKeepsTheBits) {
 // Rows of 2-16 partitions merged by the partition kernel's clusters (Context::attention_cluster_merge_max, off
 // by default; the test turns it on):
 // each linear row alone (a grid of that row's partitions, merged in clusters) bitwise the same row of the
-// batch merged by the merge kernel, with the cluster path taken for every row of more than one partition;
+// batch merged by the merge kernel, with the cluster path taken for every row of 2-16 partitions;
 // rows of up to 2,048 keys (64- and 128-key partitions: 64 up to 1K here, so that 2K rows have 16) and a row
 // without keys; then a speculation tree's rows (which refer to each other: a batch of their own) with and
 // without the clusters. Then the same with the tiers moved so that 512-key partitions (the wide ring) merge
