@@ -159,7 +159,8 @@ MemoryPlan plan_core(const PlanModel& model, const MemoryPlanOptions& o) {
     const int64_t head_dim = sized ? s.attention.head_dim : kCudaMaxHeadDim;
     int64_t max_k = std::max({s.hidden, s.ffn.intermediate, heads * head_dim});
     if (max_k <= 0) max_k = kCudaMaxK;
-    const int64_t partitions = cuda::max_partition_count(o.context, cuda::PartitionTiers{});
+    // by the tiers the backend will use (HELIUM_CUDA_ATTN_PARTITIONS can change them)
+    const int64_t partitions = cuda::max_partition_count(o.context, cuda::partition_tiers_in_force());
     attention_scratch = std::min(rows, kMaxDecodeRows) * heads * partitions * (head_dim + 2) * 4;
     // the bf16 copy of x for prefill GEMMs, or the tensor-core decode kernel's splits (matmul_scratch.h)
     matmul_scratch = static_cast<int64_t>(cuda::matmul_scratch_bytes(rows, max_k));

@@ -6,6 +6,7 @@
 #include "engine/memory_plan.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -98,6 +99,25 @@ TEST(MemoryPlan, DenseQwen3_8BOnAnH200ByHand) {
                                        (32768 + 64) * 2LL * 28 * 8 * 128 * 2 + 512 +
                                        dense_activation_bytes(d, 4096, 32768, 128));
   EXPECT_EQ(drafted.gpu_total, plan.gpu_total + drafted.drafter_bytes);
+}
+
+// HELIUM_CUDA_ATTN_PARTITIONS changes how many partials the backend reserves; the plan counts them by the
+// same tiers. 64-key partitions everywhere: 512 of them at 32K keys instead of 64; a malformed value gives
+// the default count (the backend refuses it when it starts).
+TEST(MemoryPlan, AttentionPartialsFollowThePartitionOverride) {
+  struct Restore {
+    ~Restore() { unsetenv("HELIUM_CUDA_ATTN_PARTITIONS"); }
+  } restore;
+  MemoryPlanOptions o;
+  o.context = 32768;
+  o.drafter = false;
+  setenv("HELIUM_CUDA_ATTN_PARTITIONS", "65536,65536", 1);
+  const MemoryPlan fine = plan_memory(from_catalog("8b"), o);
+  EXPECT_EQ(fine.backend_scratch_bytes, kScratch8B + 64LL * 32 * (512 - 64) * 130 * 4);
+  setenv("HELIUM_CUDA_ATTN_PARTITIONS", "0,0,0", 1);  // 512-key partitions from the first key: still 64
+  EXPECT_EQ(plan_memory(from_catalog("8b"), o).backend_scratch_bytes, kScratch8B);
+  setenv("HELIUM_CUDA_ATTN_PARTITIONS", "65536", 1);
+  EXPECT_EQ(plan_memory(from_catalog("8b"), o).backend_scratch_bytes, kScratch8B);
 }
 
 TEST(MemoryPlan, HybridMoeQwen36_35BOnAnH200ByHand) {

@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #if defined(__CUDACC__)
 #define HELIUM_HOST_DEVICE __host__ __device__ __forceinline__
@@ -64,6 +65,42 @@ inline int64_t max_partition_count(int64_t max_keys, const PartitionTiers& t) {
 // The longest partition a row of at most max_keys keys gets.
 inline int max_partition_keys(int64_t max_keys, const PartitionTiers& t) {
   return partition_keys(static_cast<int>(std::min<int64_t>(max_keys, 1 << 30)), t);
+}
+
+// HELIUM_CUDA_ATTN_PARTITIONS's value (a diagnostic override of the tiers): "small_end,medium_end" or
+// "small_end,medium_end,large_end", whole numbers of keys with 0 <= small <= medium <= large <= 2^30 and
+// nothing else (a stray character refuses the value). Two numbers keep the default large_end unless
+// medium_end passes it. False, and `out` untouched, for anything else.
+inline bool parse_partition_tiers(const char* text, PartitionTiers& out) {
+  if (text == nullptr) return false;
+  long ends[3] = {0, 0, 0};
+  int n = 0;
+  for (const char* at = text;; ++at) {
+    if (*at < '0' || *at > '9') return false;  // no sign, no space: strtol would take them
+    char* end = nullptr;
+    const long v = std::strtol(at, &end, 10);
+    if (end == at || n == 3 || v < 0 || v > (1L << 30)) return false;
+    ends[n++] = v;
+    at = end;
+    if (*at == '\0') break;
+    if (*at != ',') return false;
+  }
+  if (n != 2 && n != 3) return false;
+  PartitionTiers t;
+  t.small_end = static_cast<int>(ends[0]);
+  t.medium_end = static_cast<int>(ends[1]);
+  t.large_end = n == 3 ? static_cast<int>(ends[2]) : std::max(t.medium_end, PartitionTiers{}.large_end);
+  if (t.medium_end < t.small_end || t.large_end < t.medium_end) return false;
+  out = t;
+  return true;
+}
+
+// The tiers the CUDA backend will use: the defaults, or HELIUM_CUDA_ATTN_PARTITIONS where set (a malformed
+// value gives the defaults here; the backend refuses it when it starts).
+inline PartitionTiers partition_tiers_in_force() {
+  PartitionTiers t;
+  if (const char* v = std::getenv("HELIUM_CUDA_ATTN_PARTITIONS"); v != nullptr && *v) parse_partition_tiers(v, t);
+  return t;
 }
 
 }  // namespace helium::cuda

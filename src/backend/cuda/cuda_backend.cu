@@ -234,33 +234,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_ASSIGN_OR_RETURN(m.ctx.lt_workspace, reserve(o.cublas_workspace_bytes, "cuBLASLt workspace"));
   m.ctx.lt_workspace_bytes = o.cublas_workspace_bytes;
   if (const char* parts = std::getenv("HELIUM_CUDA_ATTN_PARTITIONS"); parts != nullptr && *parts) {
-    // Two or three comma-separated integers and nothing else (a trailing character refuses the value).
-    long ends[3] = {0, 0, 0};
-    int n = 0;
-    bool whole = true;
-    for (const char* at = parts;; ++at) {
-      char* end = nullptr;
-      const long v = std::strtol(at, &end, 10);
-      if (end == at || n == 3 || v < 0 || v > (1L << 30)) {
-        whole = false;
-        break;
-      }
-      ends[n++] = v;
-      at = end;
-      if (*at == '\0') break;
-      if (*at != ',') {
-        whole = false;
-        break;
-      }
-    }
-    cuda::PartitionTiers t;
-    t.small_end = static_cast<int>(ends[0]);
-    t.medium_end = static_cast<int>(ends[1]);
-    t.large_end = n == 3 ? static_cast<int>(ends[2]) : std::max(t.medium_end, cuda::PartitionTiers{}.large_end);
-    if (!whole || (n != 2 && n != 3) || t.small_end < 0 || t.medium_end < t.small_end || t.large_end < t.medium_end)
+    if (!cuda::parse_partition_tiers(parts, m.ctx.attention_tiers))
       return Status::error("HELIUM_CUDA_ATTN_PARTITIONS must be 'small_end,medium_end[,large_end]' (keys, 0 <= small "
                            "<= medium <= large), not '" + std::string(parts) + "'");
-    m.ctx.attention_tiers = t;
   }
   // Decode attention's K/V ring: chosen per launch (attention.cu) unless HELIUM_CUDA_ATTN_RING=wide forces
   // the wide one (for comparisons); HELIUM_CUDA_ATTN_SMEM_PAD_KB pads its blocks' shared memory (diagnostic).

@@ -1,0 +1,69 @@
+// The CUDA decode attention's partition rule (backend/cuda/attention_partitions.h), plain C++ shared by the
+// kernels and the memory plan: partition sizes and counts at each tier's edges, the largest count a context
+// can need, and the parsing of HELIUM_CUDA_ATTN_PARTITIONS (what it accepts, what it refuses untouched).
+#include "backend/cuda/attention_partitions.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace helium::cuda {
+namespace {
+
+TEST(AttentionPartitions, SizesAndCountsAtTheTierEdges) {
+  const PartitionTiers t;  // 64 keys up to 2K, 128 up to 4K, 256 up to 16K, 512 beyond
+  EXPECT_EQ(partition_keys(1, t), 64);
+  EXPECT_EQ(partition_keys(2048, t), 64);
+  EXPECT_EQ(partition_keys(2049, t), 128);
+  EXPECT_EQ(partition_keys(4096, t), 128);
+  EXPECT_EQ(partition_keys(4097, t), 256);
+  EXPECT_EQ(partition_keys(16384, t), 256);
+  EXPECT_EQ(partition_keys(16385, t), kMaxPartitionKeys);
+  EXPECT_EQ(partition_count(1, t), 1);
+  EXPECT_EQ(partition_count(64, t), 1);
+  EXPECT_EQ(partition_count(65, t), 2);
+  EXPECT_EQ(partition_count(2048, t), 32);
+  EXPECT_EQ(partition_count(2049, t), 17);
+  EXPECT_EQ(partition_count(16385, t), 33);
+  EXPECT_EQ(partition_count(32768, t), 64);
+}
+
+TEST(AttentionPartitions, MostPartitionsIsTheMaximumOverEveryKeyCount) {
+  for (const PartitionTiers t : {PartitionTiers{}, PartitionTiers{0, 0, 0}, PartitionTiers{64, 128, 256},
+                                 PartitionTiers{1000, 1000, 5000}, PartitionTiers{1 << 20, 1 << 20, 1 << 20}}) {
+    for (int64_t max_keys : {1, 63, 64, 65, 1000, 2048, 2049, 5000, 9999, 16384, 20000}) {
+      int64_t most = 0;
+      for (int n = 1; n <= max_keys; ++n) most = std::max<int64_t>(most, partition_count(n, t));
+      EXPECT_EQ(max_partition_count(max_keys, t), most) << t.small_end << "," << t.medium_end << "," << t.large_end
+                                                        << " at " << max_keys << " keys";
+    }
+  }
+  EXPECT_EQ(max_partition_count(0, PartitionTiers{}), 0);
+}
+
+TEST(AttentionPartitions, ParsesTheOverrideAndRefusesAnythingElseUntouched) {
+  PartitionTiers t;
+  ASSERT_TRUE(parse_partition_tiers("0,0", t));
+  EXPECT_EQ(t.small_end, 0);
+  EXPECT_EQ(t.medium_end, 0);
+  EXPECT_EQ(t.large_end, PartitionTiers{}.large_end);  // two numbers keep the default third
+  ASSERT_TRUE(parse_partition_tiers("1024,4096,8192", t));
+  EXPECT_EQ(t.small_end, 1024);
+  EXPECT_EQ(t.medium_end, 4096);
+  EXPECT_EQ(t.large_end, 8192);
+  ASSERT_TRUE(parse_partition_tiers("100,50000", t));  // medium past the default large: large follows it
+  EXPECT_EQ(t.large_end, 50000);
+
+  for (const char* bad : {"", "64", "64,", ",64", "64,128x", "64,128,512,9", "0,8,4", "128,64", "-1,64",
+                          "+64,128", " 64,128", "64, 128", "64,,128", "2000000000,2000000000", "a,b"}) {
+    PartitionTiers u{1, 2, 3};
+    EXPECT_FALSE(parse_partition_tiers(bad, u)) << "'" << bad << "'";
+    EXPECT_EQ(u.small_end, 1) << bad;
+    EXPECT_EQ(u.medium_end, 2) << bad;
+    EXPECT_EQ(u.large_end, 3) << bad;
+  }
+  EXPECT_FALSE(parse_partition_tiers(nullptr, t));
+}
+
+}  // namespace
+}  // namespace helium::cuda
