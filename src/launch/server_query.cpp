@@ -41,6 +41,7 @@ Result<Endpoint> query_server(const std::string& base_url, const std::string& ap
     names += id;
     if (chosen == nullptr && (model.empty() || id == model)) chosen = &entry;
   }
+  if (chosen == nullptr && model.empty()) return Status::error(root + "/v1/models lists no model with an id");
   if (chosen == nullptr)
     return Status::error(root + " does not serve \"" + model + "\"; it serves: " + (names.empty() ? "nothing" : names));
   Endpoint endpoint;
