@@ -101,6 +101,7 @@ int bench_command(const BenchOptions& o) {
   eo.threads = o.threads;
   eo.load_format = o.load_format == "dummy" ? LoadFormat::Dummy : LoadFormat::Weights;
   eo.prompt_cache_sequences = 0;
+  eo.text = false;  // ids only: a config with --load-format dummy needs no tokenizer
   const std::string name = o.model.empty() ? default_model_path() : o.model;
   auto resolved = resolve_model_for_cli(name, o.offline);
   if (!resolved.is_ok()) return fail(resolved.error_message());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 
 #include "backend/cpu/cpu_backend.h"
 #if HELIUM_HAVE_CUDA
@@ -130,11 +131,16 @@ Result<std::string> Engine::tune(const std::string& model_dir, EngineOptions opt
 Result<std::unique_ptr<Engine>> Engine::load(const std::string& model_dir, const EngineOptions& options) {
   std::unique_ptr<Engine> e(new Engine());
   HELIUM_ASSIGN_OR_RETURN(e->checkpoint_, load_checkpoint(model_dir, options.load_format));
+  if (std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer.json")) {
+    HELIUM_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::from_dir(model_dir));
+  } else if (options.text) {
+    return Status::error(model_dir + " has no tokenizer.json: generating text needs the model's tokenizer (helium bench "
+                         "runs without one, e.g. on a config alone with --load-format dummy)");
+  }
   const int64_t context = context_for(e->checkpoint_, options.context);
   HELIUM_ASSIGN_OR_RETURN(DeviceChoice device, make_backend(options, context, scratch_shape_of(e->checkpoint_)));
   e->backend_ = std::move(device.backend);
   const DType kv_dtype = options.kv_dtype.value_or(device.cpu ? DType::F32 : DType::BF16);
-  HELIUM_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::from_dir(model_dir));
   ModelOptions mo;
   mo.max_rows = device.rows_per_forward;
   mo.max_context = context;
@@ -143,7 +149,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& model_dir, const
   HELIUM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(*e->backend_, e->model_->kv_spec(), context, kv_dtype, mo.kv_page_size));
   e->prompt_cache_limit_ = std::max(options.prompt_cache_sequences, 0);
   e->eos_ids_ = e->checkpoint_.generation.eos_token_ids;
-  if (auto eos = e->tokenizer_->eos_token_id(); eos && std::find(e->eos_ids_.begin(), e->eos_ids_.end(), *eos) == e->eos_ids_.end())
+  if (auto eos = e->tokenizer_ ? e->tokenizer_->eos_token_id() : std::nullopt; eos && std::find(e->eos_ids_.begin(), e->eos_ids_.end(), *eos) == e->eos_ids_.end())
     e->eos_ids_.push_back(*eos);
   return e;
 }
@@ -230,6 +236,8 @@ Result<std::unique_ptr<ActiveGeneration>> Engine::begin(const GenerationRequest&
     if (t < 0 || t >= vocab) return Status::error("prompt token " + std::to_string(t) + " is outside the vocabulary");
   if (std::string bad = validate_sampling(req.sampling, vocab); !bad.empty()) return Status::error(bad);
   if (req.max_new_tokens < 0) return Status::error("max_new_tokens must be >= 0");
+  if (!tokenizer_ && !req.stop_strings.empty())
+    return Status::error("stop strings need the model's tokenizer, and it was loaded without one");
   const int64_t prompt_len = static_cast<int64_t>(req.prompt.size());
   if (prompt_len + 1 > context())
     return Status::error("the prompt has " + std::to_string(prompt_len) + " tokens; the context holds " +
@@ -260,7 +268,7 @@ Result<std::unique_ptr<ActiveGeneration>> Engine::begin(const GenerationRequest&
   g->stops = req.stop_tokens;
   if (!req.ignore_eos) g->stops.insert(g->stops.end(), eos_ids_.begin(), eos_ids_.end());
   g->context_tokens = req.prompt;
-  g->detok = std::make_unique<IncrementalDetokenizer>(tokenizer_, /*skip_special_tokens=*/false);
+  if (tokenizer_) g->detok = std::make_unique<IncrementalDetokenizer>(tokenizer_, /*skip_special_tokens=*/false);
   g->stop_strings = std::make_unique<StopStrings>(req.stop_strings);
   g->result.finish_reason = "length";
   guard.release();
@@ -298,7 +306,7 @@ bool Engine::sample_next(ActiveGeneration& g) {
   ++g.generated;
   g.context_tokens.push_back(token);
   g.result.tokens.push_back(token);
-  const size_t safe = g.stop_strings->feed(g.detok->push(token));
+  const size_t safe = g.stop_strings->feed(g.detok ? g.detok->push(token) : std::string());
   std::string_view fresh = std::string_view(g.stop_strings->text()).substr(g.emitted, safe - g.emitted);
   g.emitted = safe;
   if (g.on_token && !g.on_token(token, fresh)) {
@@ -388,7 +396,7 @@ Status Engine::step(std::span<ActiveGeneration* const> generations) {
 GenerationResult Engine::end(ActiveGeneration& g) {
   GenerationResult& result = g.result;
   if (!g.stop_strings->stopped() && result.finish_reason != "cancelled") {
-    size_t safe = g.stop_strings->feed(g.detok->flush());
+    size_t safe = g.stop_strings->feed(g.detok ? g.detok->flush() : std::string());
     if (!g.stop_strings->stopped()) safe = g.stop_strings->text().size();  // end of stream: nothing to hold back
     std::string_view rest = std::string_view(g.stop_strings->text()).substr(g.emitted, safe - g.emitted);
     if (!rest.empty() && g.on_token) g.on_token(-1, rest);

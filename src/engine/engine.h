@@ -33,6 +33,10 @@ struct EngineOptions {
   // Finished sequences whose KV is kept for reuse by later requests that share a prefix with them (the
   // prompt cache); 0 turns it off. They are evicted, least recently used first, when KV pages run short.
   int prompt_cache_sequences = 4;
+  // Whether generations need text. False (benchmarks): a model dir without tokenizer.json loads too (a
+  // config alone with LoadFormat::Dummy); its generations give token ids and no text, and stop strings are
+  // refused. With a tokenizer present it is loaded either way.
+  bool text = true;
 };
 
 // KV positions for a model: `requested` when positive, else its max_position_embeddings capped at 32768.
@@ -135,6 +139,8 @@ class Engine {
   size_t prompt_cache_size() const { return prompt_cache_.size(); }
 
   const Model& model() const { return *model_; }
+  // The model's tokenizer; absent only when loaded with EngineOptions::text = false from a dir without one.
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   std::shared_ptr<const Tokenizer> tokenizer_ptr() const { return tokenizer_; }
   const Checkpoint& checkpoint() const { return checkpoint_; }

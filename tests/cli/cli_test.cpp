@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -191,6 +192,35 @@ TEST(Cli, BenchPrintsFiguresBesideTheCeilingAndWritesJson) {
   EXPECT_GT(j["bandwidth"]["gb_per_s"].get<double>(), 0);
   EXPECT_GT(j["machine"]["logical_cpus"].get<int>(), 0);
   std::remove(json_path.c_str());
+}
+
+// `--load-format dummy` from a config alone (no weights, no tokenizer): bench measures it, since it needs
+// token ids only; run, which writes text, refuses before it allocates anything and says why.
+TEST(Cli, BenchRunsOnAConfigAloneWithDummyWeights) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("helium_config_only_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(fs::path(HELIUM_SOURCE_DIR) / "models" / "helium-code-12m" / "config.json", dir / "config.json");
+  const std::string json_path = (dir / "bench.json").string();
+  Output o = helium("bench --device cpu -t 2 --model " + quote(dir.string()) +
+                    " --load-format dummy --contexts 16 --tokens 4 --prefill 16 --runs 1 --json " + quote(json_path));
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("BF16 weights, dummy)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("decode  context     16:"), std::string::npos) << o.out;
+  auto text = read_file(json_path);
+  ASSERT_TRUE(text.is_ok());
+  const auto j = nlohmann::json::parse(text.value());
+  EXPECT_EQ(j["model"]["load_format"], "dummy");
+  ASSERT_EQ(j["decode"].size(), 1u);
+  EXPECT_GT(j["decode"][0]["tok_s"].get<double>(), 0);
+
+  Output run = helium("run --device cpu -t 2 --model " + quote(dir.string()) + " --load-format dummy -p hi");
+  EXPECT_EQ(run.code, 1);
+  EXPECT_NE(run.err.find(dir.string() + " has no tokenizer.json: generating text needs the model's tokenizer"),
+            std::string::npos)
+      << run.err;
+  fs::remove_all(dir);
 }
 
 TEST(Cli, BenchSubmitDryRunShowsThePayloadAndRunsNothing) {
