@@ -478,6 +478,8 @@ int run(const Options& opt) {
     ctx.mma_spread = std::string(sp) != "off";
   if (const char* r = std::getenv("HELIUM_CUDA_MMA_SPREAD_ROWS"); r != nullptr && *r)
     ctx.mma_spread_rows = std::string(r) == "on";
+  if (const char* x = std::getenv("HELIUM_CUDA_MMA_XSHARED"); x != nullptr && *x)
+    ctx.mma_x_shared = std::string(x) == "auto" ? -1 : std::string(x) == "off" ? 0 : std::atoi(x);
 
   JsonWriter json;
   json.raw("{");

@@ -89,6 +89,20 @@ HELIUM_CUDA_CLUSTER_MERGE=16 run models_test_cluster_merge 120 "$BIN/models_test
 # The goldens with row groups of 4-16 packed by the block scheduler (the multi-row spread is the default;
 # cuda_matmul_test checks that the two give the same bits).
 HELIUM_CUDA_MMA_SPREAD_ROWS=off run models_test_no_spread_rows 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
+# CHECK_XSHARED=1: the op tests, the fused-layer tests and the goldens on the x-shared multi-row kernel (off by
+# default; cuda_matmul_test's XSharedKernelHasTheDefaultKernelsBits runs in every check), then batched decode
+# at 8, 16 and 32 rows with it and without.
+if [ "${CHECK_XSHARED:-0}" = 1 ]; then
+  HELIUM_CUDA_MMA_XSHARED=auto run cuda_matmul_test_x_shared 150 "$BIN/cuda_matmul_test" --gtest_brief=1
+  HELIUM_CUDA_MMA_XSHARED=auto run cuda_fused_test_x_shared 150 "$BIN/cuda_fused_test" --gtest_brief=1
+  HELIUM_CUDA_MMA_XSHARED=auto run models_test_x_shared 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
+  for rows in 8 16 32; do
+    for x in off auto; do
+      HELIUM_CUDA_MMA_XSHARED=$x run "bench_decode_batch${rows}_x_shared_$x" 120 "$BIN/helium_bench_decode" --device cuda \
+        --config bench/configs/qwen3-8b --contexts 1024 --tokens 128 --runs 1 --prefill 0 --batch "$rows"
+    done
+  done
+fi
 run kv_test 30 "$BIN/kv_test" --gtest_brief=1
 # The engine's sampled paths on the GPU: device candidates and totals against copied logits, over the
 # embedded model (read through HELIUM_SOURCE_DIR, as models_test reads its fixtures).

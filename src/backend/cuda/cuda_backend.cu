@@ -188,6 +188,13 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   impl->ctx.mma_one_row_blocks = static_cast<int>(mma_blocks);
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MMA_SPREAD", "on", "off", impl->ctx.mma_spread));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MMA_SPREAD_ROWS", "on", "off", impl->ctx.mma_spread_rows));
+  if (const char* x = std::getenv("HELIUM_CUDA_MMA_XSHARED"); x != nullptr && *x) {
+    const std::string_view v(x);
+    if (v == "off") impl->ctx.mma_x_shared = 0;
+    else if (v == "auto") impl->ctx.mma_x_shared = -1;
+    else if (v == "1" || v == "2" || v == "4" || v == "8") impl->ctx.mma_x_shared = v[0] - '0';
+    else return Status::error("HELIUM_CUDA_MMA_XSHARED must be off, auto, 1, 2, 4 or 8, not '" + std::string(v) + "'");
+  }
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_NORM_HANDOFF", "on", "off", impl->ctx.norm_handoff));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_SPLIT", "on", "off", impl->ctx.attention_split));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_QKV_PROLOGUE", "on", "off", impl->ctx.qkv_prologue));

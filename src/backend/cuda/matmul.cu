@@ -891,6 +891,182 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
 }
 
 // ---------------------------------------------------------------------------------------------------
+// The x-shared tensor-core kernel (Context::mma_x_shared; row groups of 8 and 16): the reduction order of
+// matmul_mma_kernel — each output's steps s ≡ kw (mod 4) accumulated in increasing s into accumulator set kw
+// by the same MMAs (the same A and B fragments, from +0, zero-filled steps past k included), then
+// ((a_0 + a_1) + a_2) + a_3 and mma_store_tile — with the work cut the other way. matmul_mma_kernel gives each
+// of a block's four warps every fourth step of one 16-feature tile, so each warp stage carries its own
+// copy of x's split (at 16 rows 4 KB of x beside 2 KB of weights: the L2 delivers three bytes for every
+// weight byte, and at 32 rows, two row groups, six); here a block of W warps takes W tiles (16 · W features)
+// of one row group, each warp one tile through all of its steps, keeping the four accumulator sets itself,
+// and a block stage holds one step's weights for the W tiles and one copy of its x (16 rows, W = 4: 8 KB of
+// weights and 4 KB of x, 1.5 bytes a weight byte). The block's stages go round one ring (cp.async, one commit
+// group a stage, a barrier a stage), the first S - 1 stages' weights issued before the programmatic-
+// dependent-launch wait. Items: (W tiles, row group), row group fastest; the grid is persistent over them.
+// Tiles past the last feature block load clamped rows and store nothing.
+template <int RG, int W>
+__host__ __device__ constexpr int xs_stage_bytes() { return W * kMmaWBytes + 2 * RG * kMmaStepK * 2; }
+template <int RG, int W, int S>
+constexpr size_t xs_smem_bytes() { return static_cast<size_t>(S) * xs_stage_bytes<RG, W>() + kMaxDecodeRows * 4; }
+
+template <int RG, int W, int S>
+__global__ void __launch_bounds__(W * 32) matmul_mma_xs_kernel(const DecodeParams p) {
+  static_assert(RG == 8 || RG == 16, "row groups of 8 or 16");
+  constexpr int NT = RG / 4;  // n-tiles of 8 B columns: 4 rows each (hi and lo columns)
+  constexpr int kStage = xs_stage_bytes<RG, W>();
+  constexpr int kThreads = W * 32;
+  extern __shared__ __align__(128) uint8_t xs_smem[];
+  float* row_scale = reinterpret_cast<float*>(xs_smem + S * kStage);  // a norm handoff consumer's scales
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const bool pairs = p.act != nullptr;
+  // Steps (64 k each) per item: matmul_mma_kernel's four warps' steps, zero-filled past k included.
+  const int steps = static_cast<int>(((p.k + kMmaStepK - 1) / kMmaStepK + kMmaWarps - 1) / kMmaWarps) * kMmaWarps;
+  const int row_groups = static_cast<int>(p.row_groups);
+  const int tiles = static_cast<int>(p.feature_blocks);
+  const int items = static_cast<int>(p.row_groups * ((p.feature_blocks + W - 1) / W));
+  const uint64_t policy = evict_first_policy();
+  trace_stamp(p, 0);
+  struct Cursor {
+    int item, group, row0, step;
+  };
+  auto at_item = [&](int item) {
+    const int group = item / row_groups;
+    return Cursor{item, group, (item - group * row_groups) * RG, 0};
+  };
+  auto advance = [&](Cursor& c) {
+    if (++c.step == steps) c = at_item(c.item + static_cast<int>(gridDim.x));
+  };
+
+  // A stage's weights (W tiles of 16 rows × 64 k, each tile in matmul_mma_kernel's swizzled layout) into
+  // ring slot `slot`, the block's threads taking the 16-byte pieces in turn.
+  auto issue_weights = [&](const Cursor& c, int slot) {
+    if (c.item >= items) return;
+    uint8_t* stage = xs_smem + slot * kStage;
+    const int64_t k0 = int64_t{c.step} * kMmaStepK;
+#pragma unroll
+    for (int j = 0; j < W * 128 / kThreads; ++j) {
+      const int piece = j * kThreads + threadIdx.x, t = piece >> 7, r = (piece >> 3) & 15, ch = piece & 7;
+      const int64_t tile = int64_t{c.group} * W + t;
+      int64_t row;
+      if (pairs) {  // tile m: 8 gate rows, then the 8 up rows of the same positions
+        const int64_t position = min(tile * (kMmaFeatures / 2) + (r & 7), p.half_n - 1);
+        row = r < 8 ? position : p.half_n + position;
+      } else {
+        row = min(tile * kMmaFeatures + r, p.n - 1);
+      }
+      const int64_t col = k0 + ch * 8;
+      const bool valid = col < p.k;
+      copy_async_16(stage + t * kMmaWBytes + mma_swizzle(r, ch),
+                    static_cast<const __nv_bfloat16*>(p.w) + row * p.k + (valid ? col : 0), valid, p.evict_first,
+                    policy);
+    }
+  };
+  // A stage's 2 · RG split rows of x: rows past `rows` and k past the end are zeros.
+  auto issue_x = [&](const Cursor& c, int slot) {
+    if (c.item >= items) return;
+    uint8_t* xs = xs_smem + slot * kStage + W * kMmaWBytes;
+    const int64_t k0 = int64_t{c.step} * kMmaStepK;
+    for (int piece = threadIdx.x; piece < 2 * RG * 8; piece += kThreads) {
+      const int r = piece >> 3, ch = piece & 7;
+      const int64_t split_row = 2 * int64_t{c.row0} + r, col = k0 + ch * 8;
+      const bool valid = split_row < 2 * p.rows && col < p.k;
+      copy_async_16(xs + mma_swizzle(r, ch), p.x_split + (valid ? split_row * p.k + col : 0), valid, false, policy);
+    }
+  };
+
+  Cursor issue = at_item(static_cast<int>(blockIdx.x)), work = issue;
+  {
+    Cursor c = issue;
+    for (int u = 0; u < S - 1; ++u, advance(c)) {
+      issue_weights(c, u);
+      copy_async_commit();
+    }
+  }
+  trace_stamp(p, 1);
+  if (p.early_trigger) pdl_launch_dependents();
+  pdl_wait();
+  trace_stamp(p, 2);
+  for (int u = 0; u < S - 1; ++u, advance(issue)) {
+    issue_x(issue, u);
+    copy_async_commit();
+  }
+  // Groups so far: the weights of stages 0 .. S-2, then their x (2(S - 1)); each stage below adds one. Before
+  // stage i's wait, 2(S - 1) + i are committed and stage i's last is number S - 1 + i: S - 2 may stay pending.
+
+  if (p.row_sq != nullptr) {  // a norm handoff's consumer: every row's scale (visible after the first barrier)
+    for (int r = warp; r < p.rows; r += W) {
+      const float scale = handoff_row_scale(p, r, lane);
+      if (lane == 0) row_scale[r] = scale;
+    }
+  }
+
+  float acc[kMmaWarps][NT][4];
+  auto clear = [&] {
+#pragma unroll
+    for (int q = 0; q < kMmaWarps; ++q)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) acc[q][j][0] = acc[q][j][1] = acc[q][j][2] = acc[q][j][3] = 0.0f;
+  };
+  clear();
+  int issue_slot = S - 1, work_slot = 0;
+  bool first = true;
+  while (work.item < items) {
+    // Four stages a round, stage kw into accumulator set kw (a register array indexed at compile time).
+#pragma unroll
+    for (int kw = 0; kw < kMmaWarps; ++kw) {
+      copy_async_wait_group<S - 2>();
+      __syncthreads();  // stage `work` has landed for every thread, and every warp is done with the slot refilled next
+      issue_weights(issue, issue_slot);
+      issue_x(issue, issue_slot);
+      copy_async_commit();
+      advance(issue);
+      issue_slot = issue_slot + 1 == S ? 0 : issue_slot + 1;
+      const uint8_t* stage = xs_smem + work_slot * kStage;
+      const uint8_t* tile = stage + warp * kMmaWBytes;
+      const uint8_t* xs = stage + W * kMmaWBytes;
+#pragma unroll
+      for (int kk = 0; kk < kMmaStepK / 16; ++kk) {
+        uint32_t a[4];
+        ldmatrix_x4(a, tile + mma_swizzle((lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          uint32_t b0, b1;
+          ldmatrix_x2(b0, b1, xs + mma_swizzle(j * 8 + (lane & 7), 2 * kk + ((lane >> 3) & 1)));
+          mma_bf16_16x8x16(acc[kw][j], a, b0, b1);
+        }
+      }
+      work_slot = work_slot + 1 == S ? 0 : work_slot + 1;
+      if (first) trace_stamp(p, 3);
+      first = false;
+      ++work.step;
+    }
+    if (work.step != steps) continue;
+
+    // The item's end: each warp's tile, its four sets summed in set order, stored.
+    const int tile_index = work.group * W + warp;
+    if (tile_index < tiles) {
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        float c[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          c[e] = acc[0][j][e];
+#pragma unroll
+          for (int q = 1; q < kMmaWarps; ++q) c[e] = __fadd_rn(c[e], acc[q][j][e]);
+        }
+        mma_store_tile(p, tile_index, work.row0 + j * 4, c, row_scale, lane);
+      }
+    }
+    clear();
+    if (work.item == static_cast<int>(blockIdx.x)) trace_stamp(p, 4);
+    work = at_item(work.item + static_cast<int>(gridDim.x));
+  }
+  copy_async_wait_group<0>();  // only empty groups remain; nothing may land after the block exits
+  trace_stamp(p, 5);
+  if (!p.early_trigger) pdl_launch_dependents();
+}
+
+// ---------------------------------------------------------------------------------------------------
 // The layer stream: several one-row decode matmuls on the tensor-core order in one persistent launch
 // (Context::stream_queue; the matmuls of a decode step between two attentions: o_proj, gate/up, down, the
 // next layer's q/k/v). Each kernel-per-op boundary leaves the memory idle for a few microseconds while the
@@ -1655,6 +1831,28 @@ MmaKernel pick_mma_kernel(int row_group, int stages, bool prologue) {
   return nullptr;
 }
 
+// The x-shared kernel's instances (four stages, as multi-row launches of matmul_mma_kernel take).
+constexpr int kXsStages = 4;
+using XsKernel = void (*)(DecodeParams);
+XsKernel pick_xs_kernel(int row_group, int warps, size_t& smem) {
+  switch (row_group * 16 + warps) {
+#define HELIUM_XS_CASE(RG, W)                            \
+  case RG * 16 + W:                                      \
+    smem = xs_smem_bytes<RG, W, kXsStages>();            \
+    return matmul_mma_xs_kernel<RG, W, kXsStages>;
+    HELIUM_XS_CASE(8, 1)
+    HELIUM_XS_CASE(8, 2)
+    HELIUM_XS_CASE(8, 4)
+    HELIUM_XS_CASE(8, 8)
+    HELIUM_XS_CASE(16, 1)
+    HELIUM_XS_CASE(16, 2)
+    HELIUM_XS_CASE(16, 4)
+    HELIUM_XS_CASE(16, 8)
+#undef HELIUM_XS_CASE
+  }
+  return nullptr;
+}
+
 // The slots of a layer-stream launch's ring of reps · kStreamStageBytes stages: as many as the shared memory
 // holds beside x's staged split, up to kMaxStreamSlots / reps (0 where fewer than kMinStreamSlots / reps, or
 // 3, fit).
@@ -1830,6 +2028,30 @@ size_t rows_block_smem(const Context& c, int64_t items, size_t need) {
   return smem_for_residency(spread, need, 1);
 }
 
+// The x-shared kernel's launch (Context::mma_x_shared; x's split already in p.x_split): W tiles a block as
+// the context says, or with -1 (auto) four where that still gives every multiprocessor an item, else two.
+// The same bits as matmul_mma_kernel's launch, whatever W.
+void launch_mma_x_shared(const Context& c, DecodeParams p, const MatmulShape& shape, int row_group, int64_t tiles) {
+  p.row_groups = (shape.rows + row_group - 1) / row_group;
+  p.feature_blocks = tiles;
+  int warps = c.mma_x_shared;
+  if (warps < 0) warps = p.row_groups * ((tiles + 3) / 4) >= sm_count_of(c) ? 4 : 2;
+  size_t need = 0;
+  const XsKernel kernel = pick_xs_kernel(row_group, warps, need);
+  HELIUM_CUDA_REQUIRE("matmul", kernel != nullptr);
+  const int64_t items = p.row_groups * ((tiles + warps - 1) / warps);
+  HELIUM_CUDA_REQUIRE("matmul", items < (int64_t{1} << 31) - int64_t{1} * 1024 * 1024);  // 32-bit item counters
+  const size_t smem = rows_block_smem(c, items, need);
+  HELIUM_CUDA_REQUIRE("matmul", smem <= smem_optin_limit());
+  const int threads = warps * 32;
+  const int per_sm = prepare_decode_kernel(kernel, threads, smem);
+  HELIUM_CUDA_REQUIRE("matmul", per_sm > 0);
+  const int64_t grid = std::min(items, int64_t{per_sm} * sm_count_of(c));
+  ++c.mma_x_shared_launches;
+  launch(c, kernel, static_cast<unsigned>(grid), threads, smem, p);
+  HELIUM_CUDA_CHECK(cudaGetLastError());
+}
+
 // The tensor-core kernel's launch: x's transform split into Context::matmul_scratch (split_x_kernel), then
 // the matmul with rows in groups of 4, 8 or 16 (each item streams its weights once for its group), fewer
 // stages or smaller groups where the device's shared memory is smaller (speed only).
@@ -1853,6 +2075,10 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
   int row_group = shape.rows <= 4 ? 4 : shape.rows <= 8 ? 8 : kMaxMmaRowGroup;
   const bool pairs = p.act != nullptr;
   const int64_t positions = pairs ? p.half_n : shape.n, per_item = pairs ? kMmaFeatures / 2 : kMmaFeatures;
+  if (row_group >= 8 && prologue == nullptr && c.mma_x_shared != 0) {
+    launch_mma_x_shared(c, p, shape, row_group, (positions + per_item - 1) / per_item);
+    return;
+  }
   // One row: the RG 1 instance at Context::mma_one_row_stages, where it fits.
   const int one_row = c.mma_one_row_stages;
   if (shape.rows == 1 && prologue == nullptr && one_row > 0 && mma_smem_bytes(1, one_row) <= smem_optin_limit() &&

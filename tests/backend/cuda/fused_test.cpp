@@ -1063,6 +1063,8 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_MMA_BLOCKS", "5", "4"},
                {"HELIUM_CUDA_MMA_SPREAD", "wide", "off"},
                {"HELIUM_CUDA_MMA_SPREAD_ROWS", "wide", "on"},
+               {"HELIUM_CUDA_MMA_XSHARED", "3", "auto"},
+               {"HELIUM_CUDA_MMA_XSHARED", "on", "4"},
                {"HELIUM_CUDA_ATTN_SPLIT", "yes", "off"},
                {"HELIUM_CUDA_PARTITION_LATE_KEYS", "soon", "0"},
                {"HELIUM_CUDA_MERGE_TRIGGER_KEYS", "-1", "0"},

@@ -99,6 +99,10 @@ class GpuContext {
     ctx.matmul_scratch = scratch_.get();
     ctx.matmul_scratch_bytes = scratch_.bytes();
     ctx.max_rows = max_rows;
+    // HELIUM_CUDA_MMA_XSHARED as CudaBackend reads it, so that tools/gpu/check.sh runs every test here on
+    // the x-shared kernel too.
+    if (const char* x = std::getenv("HELIUM_CUDA_MMA_XSHARED"); x != nullptr && *x)
+      ctx.mma_x_shared = std::string(x) == "auto" ? -1 : std::string(x) == "off" ? 0 : std::atoi(x);
   }
   ~GpuContext() {
     cublasLtDestroy(ctx.lt);
@@ -517,6 +521,69 @@ TEST_F(CudaMatmulTest, DecodeRowsAreBitwiseBatchInvariant) {
   if (g.ctx.sm_count >= 128) {
     EXPECT_GT(g.ctx.mma_spread_rows_launches, 0);
   }
+}
+
+// The x-shared kernel (Context::mma_x_shared: a block's warps take 16-feature tiles of one row group and
+// share one copy of x a stage) gives every row of 5-64-row calls the bits of the default kernel — so of the
+// row alone — at each tile count a block may take and with auto's choice: partial feature blocks (n = 1000:
+// 63 tiles, not a multiple of 2, 4 or 8), a k that ends inside a step (4104) and inside a round of four
+// steps (4160), a long k (12288), bias; exact on integers; matmul_add and split outputs through its store.
+TEST_F(CudaMatmulTest, XSharedKernelHasTheDefaultKernelsBits) {
+  GpuContext g(64, 12288);
+  g.ctx.mma_x_shared = 0;
+  std::mt19937 rng(41);
+  struct Shape {
+    int64_t n, k;
+    bool bias;
+  };
+  const std::vector<int64_t> rows_to_check = {5, 8, 9, 16, 17, 31, 32, 33, 64};
+  for (const Shape& s : {Shape{1000, 4104, true}, Shape{4096, 4096, false}, Shape{129, 4160, false},
+                         Shape{1024, 12288, true}}) {
+    const HostWeights bias = make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(s.n)));
+    Problem p(64, s.n, s.k, random_reals(rng, static_cast<size_t>(64 * s.k)),
+              make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(s.n * s.k))), s.bias ? &bias : nullptr);
+    Problem exact(64, s.n, s.k, random_integers(rng, static_cast<size_t>(64 * s.k), 4),
+                  make_weights(DType::BF16, random_integers(rng, static_cast<size_t>(s.n * s.k), 4)), nullptr);
+    g.ctx.mma_x_shared = 0;
+    std::map<int64_t, std::vector<float>> expected;
+    for (int64_t rows : rows_to_check) expected[rows] = p.run(g, rows);
+    for (int warps : {-1, 1, 2, 4, 8}) {
+      g.ctx.mma_x_shared = warps;
+      const int64_t launches = g.ctx.mma_x_shared_launches;
+      const std::string what = describe(p, 64, "x-shared, " + std::to_string(warps) + " tiles a block");
+      for (int64_t rows : rows_to_check) {
+        const std::vector<float> y = p.run(g, rows);
+        int64_t j = 0;
+        ASSERT_TRUE(same_bits(y.data(), expected[rows].data(), rows * s.n, &j))
+            << what << ", " << rows << " rows: element " << j << " is " << y[static_cast<size_t>(j)]
+            << ", the default kernel's " << expected[rows][static_cast<size_t>(j)];
+        const std::vector<float> e = exact.run(g, rows);
+        ASSERT_TRUE(check_against_reference(exact, rows, e, {0, 4, rows - 1}, nullptr, what + " on integers"));
+      }
+      EXPECT_EQ(g.ctx.mma_x_shared_launches - launches, 2 * static_cast<int64_t>(rows_to_check.size())) << what;
+      ASSERT_TRUE(check_batch_invariance(g, p, nullptr, rows_to_check, what));
+    }
+  }
+  // Through the store's other outputs: the residual add and split outputs (64 rows, four tiles a block).
+  const int64_t n = 1000, k = 4096, rows = 64;
+  Problem p(rows, n, k, random_reals(rng, static_cast<size_t>(rows * k)),
+            make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(n * k))), nullptr);
+  const std::vector<float> residual = random_reals(rng, static_cast<size_t>(rows * n), -4.0f, 4.0f);
+  for (int warps : {0, 4}) {
+    g.ctx.mma_x_shared = warps;
+    DeviceArray y(static_cast<size_t>(rows * n) * 4), scratch(static_cast<size_t>(rows * n) * 4);
+    y.upload(residual.data(), static_cast<size_t>(rows * n) * 4);
+    cuda::matmul_add(g.ctx, p.x_rows(0, rows), p.w_tensor(), p.bias_tensor(),
+                     Tensor(scratch.get(), DType::F32, {rows, n}), Tensor(y.get(), DType::F32, {rows, n}));
+    TEST_CUDA(cudaGetLastError());
+    g.sync();
+    std::vector<float> got(static_cast<size_t>(rows * n));
+    TEST_CUDA(cudaMemcpy(got.data(), y.get(), got.size() * 4, cudaMemcpyDeviceToHost));
+    const std::vector<float> product = p.run(g, rows);
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(bits_of(got[i]), bits_of(residual[i] + product[i])) << "element " << i << ", x-shared " << warps;
+  }
+  g.ctx.mma_x_shared = 0;
 }
 
 // The one-row instance of the tensor-core kernel (Context::mma_one_row_stages: x's two split rows per
