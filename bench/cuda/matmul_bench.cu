@@ -480,6 +480,7 @@ int run(const Options& opt) {
     ctx.mma_spread_rows = std::string(r) == "on";
   if (const char* x = std::getenv("HELIUM_CUDA_MMA_XSHARED"); x != nullptr && *x)
     ctx.mma_x_shared = std::string(x) == "auto" ? -1 : std::string(x) == "off" ? 0 : std::atoi(x);
+  if (const char* x = std::getenv("HELIUM_CUDA_MMA_XSHARED_STAGES"); x != nullptr && *x) ctx.mma_x_shared_stages = std::atoi(x);
 
   JsonWriter json;
   json.raw("{");

@@ -192,8 +192,14 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
     const std::string_view v(x);
     if (v == "off") impl->ctx.mma_x_shared = 0;
     else if (v == "auto") impl->ctx.mma_x_shared = -1;
-    else if (v == "1" || v == "2" || v == "4" || v == "8") impl->ctx.mma_x_shared = v[0] - '0';
-    else return Status::error("HELIUM_CUDA_MMA_XSHARED must be off, auto, 1, 2, 4 or 8, not '" + std::string(v) + "'");
+    else if (v == "1" || v == "2" || v == "4") impl->ctx.mma_x_shared = v[0] - '0';
+    else return Status::error("HELIUM_CUDA_MMA_XSHARED must be off, auto, 1, 2 or 4, not '" + std::string(v) + "'");
+  }
+  if (const char* x = std::getenv("HELIUM_CUDA_MMA_XSHARED_STAGES"); x != nullptr && *x) {
+    const std::string_view v(x);
+    if (v != "0" && v != "4" && v != "8" && v != "12" && v != "16")
+      return Status::error("HELIUM_CUDA_MMA_XSHARED_STAGES must be 0, 4, 8, 12 or 16, not '" + std::string(v) + "'");
+    impl->ctx.mma_x_shared_stages = std::atoi(x);
   }
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_NORM_HANDOFF", "on", "off", impl->ctx.norm_handoff));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_SPLIT", "on", "off", impl->ctx.attention_split));

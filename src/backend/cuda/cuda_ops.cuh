@@ -235,14 +235,16 @@ struct Context {
   // 1,773.0 and 1,775.7 / 1,779.2, 32 rows 1,989.4 / 1,984.2. Not yet timed on an H200.
   bool mma_spread_rows = true;
   mutable int64_t mma_spread_rows_launches = 0;  // launches it padded (for tests)
-  // Launches of 5-64 rows on the x-shared tensor-core kernel (matmul.cu, matmul_mma_xs_kernel: a block of W
-  // warps takes W 16-feature tiles of one row group, one copy of x's split a stage for all of them, instead
-  // of a copy per warp): 0 off, 1 / 2 / 4 / 8 that many tiles a block, -1 four or two by the launch's items.
-  // HELIUM_CUDA_MMA_XSHARED=off|auto|1|2|4|8. The same bits as the default kernel (cuda_matmul_test). Off by
-  // default until timed on the GPU: at 16 rows the default kernel's L2 delivers three bytes of x and weights
-  // for every weight byte (six at 32 rows), which matches its 56% / 29% of copy at 16 / 32 rows (H200,
-  // docs/benchmarks.md, eleventh session); this one 1.5 at W = 4.
+  // Launches of 9-64 rows (auto) or 5-64 (a set tile count) on the x-shared tensor-core kernel (matmul.cu,
+  // matmul_mma_xs_kernel: a block of W warps takes W 16-feature tiles of one row group, one copy of x's split
+  // a stage for all of them, instead of a copy per warp): 0 off, 1 / 2 / 4 that many tiles a block, -1 four
+  // or two by the launch's items, row groups of 16 only. HELIUM_CUDA_MMA_XSHARED=off|auto|1|2|4. The same bits
+  // as the default kernel (cuda_matmul_test). Off by default until it wins in the decode: at 16 rows the
+  // default kernel's L2 delivers three bytes of x and weights for every weight byte (six at 32 rows), this one
+  // 1.5 at W = 4 (three at 32). mma_x_shared_stages: its ring depth (4, 8, 12 or 16; 0: the deepest that
+  // keeps ceil(items / multiprocessors) blocks a multiprocessor), for tests.
   int mma_x_shared = 0;
+  int mma_x_shared_stages = 0;
   mutable int64_t mma_x_shared_launches = 0;  // (for tests)
   // Diagnostic only (helium_bench_cuda_matmul --chain): when set, each block of a decode matmul writes
   // kMatmulTraceEvents %globaltimer stamps to matmul_trace[block · kMatmulTraceEvents + event] (matmul.cu).

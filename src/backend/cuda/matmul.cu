@@ -1831,24 +1831,26 @@ MmaKernel pick_mma_kernel(int row_group, int stages, bool prologue) {
   return nullptr;
 }
 
-// The x-shared kernel's instances (four stages, as multi-row launches of matmul_mma_kernel take).
-constexpr int kXsStages = 4;
+// The x-shared kernel's instances: row groups of 8 and 16, 1, 2 or 4 tiles a block, rings of 4 to 16 stages.
 using XsKernel = void (*)(DecodeParams);
-XsKernel pick_xs_kernel(int row_group, int warps, size_t& smem) {
+template <int RG, int W>
+XsKernel pick_xs_stages(int stages, size_t& smem) {
+  switch (stages) {
+    case 4: smem = xs_smem_bytes<RG, W, 4>(); return matmul_mma_xs_kernel<RG, W, 4>;
+    case 8: smem = xs_smem_bytes<RG, W, 8>(); return matmul_mma_xs_kernel<RG, W, 8>;
+    case 12: smem = xs_smem_bytes<RG, W, 12>(); return matmul_mma_xs_kernel<RG, W, 12>;
+    case 16: smem = xs_smem_bytes<RG, W, 16>(); return matmul_mma_xs_kernel<RG, W, 16>;
+  }
+  return nullptr;
+}
+XsKernel pick_xs_kernel(int row_group, int warps, int stages, size_t& smem) {
   switch (row_group * 16 + warps) {
-#define HELIUM_XS_CASE(RG, W)                            \
-  case RG * 16 + W:                                      \
-    smem = xs_smem_bytes<RG, W, kXsStages>();            \
-    return matmul_mma_xs_kernel<RG, W, kXsStages>;
-    HELIUM_XS_CASE(8, 1)
-    HELIUM_XS_CASE(8, 2)
-    HELIUM_XS_CASE(8, 4)
-    HELIUM_XS_CASE(8, 8)
-    HELIUM_XS_CASE(16, 1)
-    HELIUM_XS_CASE(16, 2)
-    HELIUM_XS_CASE(16, 4)
-    HELIUM_XS_CASE(16, 8)
-#undef HELIUM_XS_CASE
+    case 8 * 16 + 1: return pick_xs_stages<8, 1>(stages, smem);
+    case 8 * 16 + 2: return pick_xs_stages<8, 2>(stages, smem);
+    case 8 * 16 + 4: return pick_xs_stages<8, 4>(stages, smem);
+    case 16 * 16 + 1: return pick_xs_stages<16, 1>(stages, smem);
+    case 16 * 16 + 2: return pick_xs_stages<16, 2>(stages, smem);
+    case 16 * 16 + 4: return pick_xs_stages<16, 4>(stages, smem);
   }
   return nullptr;
 }
@@ -2028,25 +2030,39 @@ size_t rows_block_smem(const Context& c, int64_t items, size_t need) {
   return smem_for_residency(spread, need, 1);
 }
 
-// The x-shared kernel's launch (Context::mma_x_shared; x's split already in p.x_split): W tiles a block as
-// the context says, or with -1 (auto) four where that still gives every multiprocessor an item, else two.
-// The same bits as matmul_mma_kernel's launch, whatever W.
-void launch_mma_x_shared(const Context& c, DecodeParams p, const MatmulShape& shape, int row_group, int64_t tiles) {
+// The x-shared kernel's launch (Context::mma_x_shared; x's split already in p.x_split): W tiles a block as the
+// context says, or with -1 (auto) four where that still gives every multiprocessor an item, else two. Its
+// blocks go ceil(items / multiprocessors) to a multiprocessor, and the ring is the deepest of 16, 12, 8 and 4
+// stages that lets that many fit: a block has (stages - 1) stages in flight, and with one or two blocks a
+// multiprocessor four stages left too few bytes in flight (H100, first call of the thirtieth session:
+// gate/up 12288 × 4096 at 16 rows, 192 items, 64% of copy against 84% for the stacked gate/up's 384).
+// The same bits as matmul_mma_kernel's launch, whatever W and the depth.
+void launch_mma_x_shared(const Context& c, DecodeParams p, const MatmulShape& shape, int row_group, int64_t tiles,
+                         int warps) {
   p.row_groups = (shape.rows + row_group - 1) / row_group;
   p.feature_blocks = tiles;
-  int warps = c.mma_x_shared;
   if (warps < 0) warps = p.row_groups * ((tiles + 3) / 4) >= sm_count_of(c) ? 4 : 2;
-  size_t need = 0;
-  const XsKernel kernel = pick_xs_kernel(row_group, warps, need);
-  HELIUM_CUDA_REQUIRE("matmul", kernel != nullptr);
   const int64_t items = p.row_groups * ((tiles + warps - 1) / warps);
   HELIUM_CUDA_REQUIRE("matmul", items < (int64_t{1} << 31) - int64_t{1} * 1024 * 1024);  // 32-bit item counters
-  const size_t smem = rows_block_smem(c, items, need);
+  const SmemLimits l = smem_limits();
+  const int64_t per_sm = std::max<int64_t>(1, (items + sm_count_of(c) - 1) / std::max(1, sm_count_of(c)));
+  XsKernel kernel = nullptr;
+  size_t smem = 0;
+  for (int stages : {16, 12, 8, 4}) {
+    if (c.mma_x_shared_stages > 0 && stages != c.mma_x_shared_stages) continue;
+    kernel = pick_xs_kernel(row_group, warps, stages, smem);
+    HELIUM_CUDA_REQUIRE("matmul", kernel != nullptr);
+    if (smem <= static_cast<size_t>(l.block_max) &&
+        per_sm * (static_cast<int64_t>(smem) + l.reserved) <= int64_t{l.per_sm})
+      break;
+  }
+  HELIUM_CUDA_REQUIRE("matmul", kernel != nullptr);
+  if (c.mma_spread_rows) smem = smem_for_residency(per_sm, smem, 1);  // no more than per_sm a multiprocessor
   HELIUM_CUDA_REQUIRE("matmul", smem <= smem_optin_limit());
   const int threads = warps * 32;
-  const int per_sm = prepare_decode_kernel(kernel, threads, smem);
-  HELIUM_CUDA_REQUIRE("matmul", per_sm > 0);
-  const int64_t grid = std::min(items, int64_t{per_sm} * sm_count_of(c));
+  const int fit = prepare_decode_kernel(kernel, threads, smem);
+  HELIUM_CUDA_REQUIRE("matmul", fit > 0);
+  const int64_t grid = std::min(items, int64_t{fit} * sm_count_of(c));
   ++c.mma_x_shared_launches;
   launch(c, kernel, static_cast<unsigned>(grid), threads, smem, p);
   HELIUM_CUDA_CHECK(cudaGetLastError());
@@ -2075,8 +2091,10 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
   int row_group = shape.rows <= 4 ? 4 : shape.rows <= 8 ? 8 : kMaxMmaRowGroup;
   const bool pairs = p.act != nullptr;
   const int64_t positions = pairs ? p.half_n : shape.n, per_item = pairs ? kMmaFeatures / 2 : kMmaFeatures;
-  if (row_group >= 8 && prologue == nullptr && c.mma_x_shared != 0) {
-    launch_mma_x_shared(c, p, shape, row_group, (positions + per_item - 1) / per_item);
+  // The x-shared kernel: any row group of 8 or 16 at a set tile count, row groups of 16 with auto (at 8 rows
+  // the default kernel streamed 84-100% of copy on the large shapes, first call of the thirtieth session).
+  if (prologue == nullptr && (c.mma_x_shared > 0 ? row_group >= 8 : c.mma_x_shared < 0 && row_group == 16)) {
+    launch_mma_x_shared(c, p, shape, row_group, (positions + per_item - 1) / per_item, c.mma_x_shared);
     return;
   }
   // One row: the RG 1 instance at Context::mma_one_row_stages, where it fits.
