@@ -12,20 +12,15 @@ namespace {
 
 TEST(AttentionPartitions, SizesAndCountsAtTheTierEdges) {
   const PartitionTiers t;  // 64 keys up to 2K, 128 up to 4K, 256 up to 16K, 512 beyond
-  EXPECT_EQ(partition_keys(1, t), 64);
-  EXPECT_EQ(partition_keys(2048, t), 64);
-  EXPECT_EQ(partition_keys(2049, t), 128);
-  EXPECT_EQ(partition_keys(4096, t), 128);
-  EXPECT_EQ(partition_keys(4097, t), 256);
-  EXPECT_EQ(partition_keys(16384, t), 256);
-  EXPECT_EQ(partition_keys(16385, t), kMaxPartitionKeys);
-  EXPECT_EQ(partition_count(1, t), 1);
-  EXPECT_EQ(partition_count(64, t), 1);
-  EXPECT_EQ(partition_count(65, t), 2);
-  EXPECT_EQ(partition_count(2048, t), 32);
-  EXPECT_EQ(partition_count(2049, t), 17);
-  EXPECT_EQ(partition_count(16385, t), 33);
-  EXPECT_EQ(partition_count(32768, t), 64);
+  const struct {
+    int keys, partition_keys, partitions;
+  } cases[] = {{1, 64, 1},       {64, 64, 1},         {65, 64, 2},          {2048, 64, 32},
+               {2049, 128, 17},  {4096, 128, 32},     {4097, 256, 17},      {16384, 256, 64},
+               {16385, kMaxPartitionKeys, 33},        {32768, kMaxPartitionKeys, 64}};
+  for (const auto& c : cases) {
+    EXPECT_EQ(partition_keys(c.keys, t), c.partition_keys) << c.keys << " keys";
+    EXPECT_EQ(partition_count(c.keys, t), c.partitions) << c.keys << " keys";
+  }
 }
 
 TEST(AttentionPartitions, MostPartitionsIsTheMaximumOverEveryKeyCount) {

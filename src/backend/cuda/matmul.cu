@@ -722,6 +722,40 @@ __device__ __forceinline__ void prologue_after_item(const PrologueArgs& a, int b
   }
 }
 
+// The w row of row r (0..15) of 16-feature tile `tile` in a tensor-core kernel's stage: pairs (SwiGLU) put 8
+// gate rows, then the 8 up rows of the same positions; features past n (pairs: positions past half_n) load a
+// valid row that is never stored.
+__device__ __forceinline__ int64_t mma_weight_row(const DecodeParams& p, int64_t tile, int r) {
+  if (p.act != nullptr) {
+    const int64_t position = min(tile * (kMmaFeatures / 2) + (r & 7), p.half_n - 1);
+    return r < 8 ? position : p.half_n + position;
+  }
+  return min(tile * kMmaFeatures + r, p.n - 1);
+}
+
+// A tensor-core kernel's ring primed: the weights of its first S - 1 stages (one commit group each) issued
+// before the programmatic-dependent-launch wait (they do not depend on the previous kernel), their x after it
+// (one group each); `issue` then points at stage S - 1.
+template <int S, class Cursor, class Advance, class IssueWeights, class IssueX>
+__device__ __forceinline__ void mma_prime_ring(const DecodeParams& p, Cursor& issue, Advance&& advance,
+                                               IssueWeights&& issue_weights, IssueX&& issue_x) {
+  {
+    Cursor c = issue;
+    for (int u = 0; u < S - 1; ++u, advance(c)) {
+      issue_weights(c, u);
+      copy_async_commit();
+    }
+  }
+  trace_stamp(p, 1);
+  if (p.early_trigger) pdl_launch_dependents();
+  pdl_wait();
+  trace_stamp(p, 2);
+  for (int u = 0; u < S - 1; ++u, advance(issue)) {
+    issue_x(issue, u);
+    copy_async_commit();
+  }
+}
+
 // kPrologue (RG 4 only): the stores also do the attention prologue (pro, with its counts;
 // rms_norm_qkv_prologue, one row group). A separate instance, so that the other launches run the kernel
 // without that code.
@@ -735,7 +769,6 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
   uint8_t* ring = mma_smem + kw * S * kStage;
   float* red = reinterpret_cast<float*>(mma_smem + kMmaWarps * S * kStage);  // [kw - 1][NT · 4][32]
   float* row_scale = red + mma_sum_floats(RG);  // a norm handoff consumer's scale of each row
-  const bool pairs = p.act != nullptr;
   // Stages per warp and item; items (< 2^31, checked at launch) and their coordinates in 32 bits, advanced
   // without division in the loop.
   const int steps = static_cast<int>(((p.k + kMmaStepK - 1) / kMmaStepK + kMmaWarps - 1) / kMmaWarps);
@@ -765,13 +798,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
 #pragma unroll
     for (int j = 0; j < kMmaWBytes / 16 / 32; ++j) {
       const int piece = j * 32 + lane, r = piece >> 3, ch = piece & 7;  // r: row of the 16
-      int64_t row;
-      if (pairs) {  // tile m: 8 gate rows, then the 8 up rows of the same positions
-        const int64_t position = min(int64_t{c.block} * (kMmaFeatures / 2) + (r & 7), p.half_n - 1);
-        row = (r & 15) < 8 ? position : p.half_n + position;
-      } else {
-        row = min(int64_t{c.block} * kMmaFeatures + r, p.n - 1);
-      }
+      const int64_t row = mma_weight_row(p, c.block, r);
       const int64_t col = k0 + ch * 8;
       const bool valid = col < p.k;
       copy_async_16(stage + mma_swizzle(r, ch), static_cast<const __nv_bfloat16*>(p.w) + row * p.k + (valid ? col : 0),
@@ -794,21 +821,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
   };
 
   Cursor issue = at_item(static_cast<int>(blockIdx.x)), work = issue;
-  {
-    Cursor c = issue;
-    for (int u = 0; u < S - 1; ++u, advance(c)) {
-      issue_weights(c, u);
-      copy_async_commit();
-    }
-  }
-  trace_stamp(p, 1);
-  if (p.early_trigger) pdl_launch_dependents();
-  pdl_wait();
-  trace_stamp(p, 2);
-  for (int u = 0; u < S - 1; ++u, advance(issue)) {
-    issue_x(issue, u);
-    copy_async_commit();
-  }
+  mma_prime_ring<S>(p, issue, advance, issue_weights, issue_x);
   // Groups so far: weights of stages 0 .. S-2, then their x; each step below adds stage i + S - 1 whole, so
   // with S - 1 groups left pending, stage i has landed.
 
@@ -918,7 +931,6 @@ __global__ void __launch_bounds__(W * 32) matmul_mma_xs_kernel(const DecodeParam
   extern __shared__ __align__(128) uint8_t xs_smem[];
   float* row_scale = reinterpret_cast<float*>(xs_smem + S * kStage);  // a norm handoff consumer's scales
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const bool pairs = p.act != nullptr;
   // Steps (64 k each) per item: matmul_mma_kernel's four warps' steps, zero-filled past k included.
   const int steps = static_cast<int>(((p.k + kMmaStepK - 1) / kMmaStepK + kMmaWarps - 1) / kMmaWarps) * kMmaWarps;
   const int row_groups = static_cast<int>(p.row_groups);
@@ -946,14 +958,7 @@ __global__ void __launch_bounds__(W * 32) matmul_mma_xs_kernel(const DecodeParam
 #pragma unroll
     for (int j = 0; j < W * 128 / kThreads; ++j) {
       const int piece = j * kThreads + threadIdx.x, t = piece >> 7, r = (piece >> 3) & 15, ch = piece & 7;
-      const int64_t tile = int64_t{c.group} * W + t;
-      int64_t row;
-      if (pairs) {  // tile m: 8 gate rows, then the 8 up rows of the same positions
-        const int64_t position = min(tile * (kMmaFeatures / 2) + (r & 7), p.half_n - 1);
-        row = r < 8 ? position : p.half_n + position;
-      } else {
-        row = min(tile * kMmaFeatures + r, p.n - 1);
-      }
+      const int64_t row = mma_weight_row(p, int64_t{c.group} * W + t, r);
       const int64_t col = k0 + ch * 8;
       const bool valid = col < p.k;
       copy_async_16(stage + t * kMmaWBytes + mma_swizzle(r, ch),
@@ -975,21 +980,7 @@ __global__ void __launch_bounds__(W * 32) matmul_mma_xs_kernel(const DecodeParam
   };
 
   Cursor issue = at_item(static_cast<int>(blockIdx.x)), work = issue;
-  {
-    Cursor c = issue;
-    for (int u = 0; u < S - 1; ++u, advance(c)) {
-      issue_weights(c, u);
-      copy_async_commit();
-    }
-  }
-  trace_stamp(p, 1);
-  if (p.early_trigger) pdl_launch_dependents();
-  pdl_wait();
-  trace_stamp(p, 2);
-  for (int u = 0; u < S - 1; ++u, advance(issue)) {
-    issue_x(issue, u);
-    copy_async_commit();
-  }
+  mma_prime_ring<S>(p, issue, advance, issue_weights, issue_x);
   // Groups so far: the weights of stages 0 .. S-2, then their x (2(S - 1)); each stage below adds one. Before
   // stage i's wait, 2(S - 1) + i are committed and stage i's last is number S - 1 + i: S - 2 may stay pending.
 

@@ -523,6 +523,20 @@ TEST_F(CudaMatmulTest, DecodeRowsAreBitwiseBatchInvariant) {
   }
 }
 
+// matmul_add of rows [0, rows) of p into a copy of `residual` (rows × n), downloaded.
+std::vector<float> run_matmul_add(const GpuContext& g, const Problem& p, int64_t rows, const std::vector<float>& residual) {
+  const int64_t n = p.n;
+  DeviceArray y(static_cast<size_t>(rows * n) * 4), scratch(static_cast<size_t>(rows * n) * 4);
+  y.upload(residual.data(), static_cast<size_t>(rows * n) * 4);
+  cuda::matmul_add(g.ctx, p.x_rows(0, rows), p.w_tensor(), p.bias_tensor(), Tensor(scratch.get(), DType::F32, {rows, n}),
+                   Tensor(y.get(), DType::F32, {rows, n}));
+  TEST_CUDA(cudaGetLastError());
+  g.sync();
+  std::vector<float> got(static_cast<size_t>(rows * n));
+  TEST_CUDA(cudaMemcpy(got.data(), y.get(), got.size() * 4, cudaMemcpyDeviceToHost));
+  return got;
+}
+
 // The x-shared kernel (Context::mma_x_shared: a block's warps take 16-feature tiles of one row group and
 // share one copy of x a stage) gives every row of 5-64-row calls the bits of the default kernel — so of the
 // row alone — at each tile count a block may take and with auto's choice: partial feature blocks (n = 1000:
@@ -593,14 +607,7 @@ TEST_F(CudaMatmulTest, XSharedKernelHasTheDefaultKernelsBits) {
   const std::vector<float> residual = random_reals(rng, static_cast<size_t>(rows * n), -4.0f, 4.0f);
   for (int warps : {0, 4}) {
     g.ctx.mma_x_shared = warps;
-    DeviceArray y(static_cast<size_t>(rows * n) * 4), scratch(static_cast<size_t>(rows * n) * 4);
-    y.upload(residual.data(), static_cast<size_t>(rows * n) * 4);
-    cuda::matmul_add(g.ctx, p.x_rows(0, rows), p.w_tensor(), p.bias_tensor(),
-                     Tensor(scratch.get(), DType::F32, {rows, n}), Tensor(y.get(), DType::F32, {rows, n}));
-    TEST_CUDA(cudaGetLastError());
-    g.sync();
-    std::vector<float> got(static_cast<size_t>(rows * n));
-    TEST_CUDA(cudaMemcpy(got.data(), y.get(), got.size() * 4, cudaMemcpyDeviceToHost));
+    const std::vector<float> got = run_matmul_add(g, p, rows, residual);
     const std::vector<float> product = p.run(g, rows);
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_EQ(bits_of(got[i]), bits_of(residual[i] + product[i])) << "element " << i << ", x-shared " << warps;
@@ -711,14 +718,7 @@ TEST_F(CudaMatmulTest, MatmulAddEqualsMatmulThenAdd) {
     const std::vector<float> residual = random_reals(rng, static_cast<size_t>(96 * n), -4.0f, 4.0f);
     for (int64_t rows : {int64_t{1}, int64_t{5}, int64_t{64}, int64_t{96}}) {
       const std::vector<float> product = p.run(g, rows);
-      DeviceArray y(static_cast<size_t>(rows * n) * 4), scratch(static_cast<size_t>(rows * n) * 4);
-      y.upload(residual.data(), static_cast<size_t>(rows * n) * 4);
-      cuda::matmul_add(g.ctx, p.x_rows(0, rows), p.w_tensor(), p.bias_tensor(),
-                       Tensor(scratch.get(), DType::F32, {rows, n}), Tensor(y.get(), DType::F32, {rows, n}));
-      TEST_CUDA(cudaGetLastError());
-      g.sync();
-      std::vector<float> got(static_cast<size_t>(rows * n));
-      TEST_CUDA(cudaMemcpy(got.data(), y.get(), got.size() * 4, cudaMemcpyDeviceToHost));
+      const std::vector<float> got = run_matmul_add(g, p, rows, residual);
       for (size_t i = 0; i < got.size(); ++i) {
         const float expected = residual[i] + product[i];  // one f32 rounding, as the add kernel does
         ASSERT_EQ(bits_of(got[i]), bits_of(expected)) << "element " << i << ", " << describe(p, rows, p.path(g, rows));
