@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# the x-shared kernel with rings sized to its residency — bits, the rows table,
-# Run on the GPU machine over binaries carried as .gpu-bin/bin.tar.xz (tools/gpu/check.sh pack): bash tools/gpu/xshared_ab.sh
+# The x-shared kernel with rings sized to its residency — bits, the rows table,
 # batched decode off / auto / set tile counts, then the suites under auto.
+# Run on the GPU machine over binaries carried as .gpu-bin/bin.tar.xz (tools/gpu/check.sh pack): bash tools/gpu/xshared_ab.sh
 set -u
 BIN=/tmp/helium-gpu-bin
 mkdir -p "$BIN" && tar -C "$BIN" -xJf .gpu-bin/bin.tar.xz || exit 1
