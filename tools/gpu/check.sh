@@ -38,15 +38,6 @@ esac
 
 export LD_LIBRARY_PATH="$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # the libraries pack carried
 LOG="$OUT/check.log"
-run() {  # run NAME TIMEOUT COMMAND...: logs the command, its output and its exit code
-  local name=$1 limit=$2
-  shift 2
-  echo "=== $name: $*" | tee -a "$LOG"
-  local t0=$SECONDS
-  timeout "$limit" "$@" >>"$LOG" 2>&1
-  local rc=$?
-  echo "=== $name: exit $rc in $((SECONDS - t0)) s" | tee -a "$LOG"
-}
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee -a "$LOG"
 

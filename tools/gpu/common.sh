@@ -22,3 +22,14 @@ for path in glob.glob(sys.argv[1] + "/*.json"):
                   f"warps {c['feature_warps']} x {c['k_warps']} k, {e['us']:.1f} us")
 PY
 }
+
+# run NAME TIMEOUT COMMAND...: logs the command, its output and its exit code into $LOG.
+run() {
+  local name=$1 limit=$2
+  shift 2
+  echo "=== $name: $*" | tee -a "$LOG"
+  local t0=$SECONDS
+  timeout "$limit" "$@" >>"$LOG" 2>&1
+  local rc=$?
+  echo "=== $name: exit $rc in $((SECONDS - t0)) s" | tee -a "$LOG"
+}
