@@ -33,6 +33,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/switches.h"
 #include "bench_cuda.h"
 
 namespace helium {
@@ -470,17 +471,11 @@ int run(const Options& opt) {
   ctx.matmul_split_region = cuda::matmul_split_region_bytes(prefill_rows, 12288);  // norm handoffs, as the backend
   ctx.sm_count = prop.multiProcessorCount;
   ctx.max_rows = prefill_rows;
-  // The backend's one-row instance switch (Context::mma_one_row_stages), read as CudaBackend::create does.
-  if (const char* r = std::getenv("HELIUM_CUDA_MMA_ONE_ROW"); r != nullptr && *r)
-    ctx.mma_one_row_stages = std::atoi(r);
-  if (const char* b = std::getenv("HELIUM_CUDA_MMA_BLOCKS"); b != nullptr && *b) ctx.mma_one_row_blocks = std::atoi(b);
-  if (const char* sp = std::getenv("HELIUM_CUDA_MMA_SPREAD"); sp != nullptr && *sp)
-    ctx.mma_spread = std::string(sp) != "off";
-  if (const char* r = std::getenv("HELIUM_CUDA_MMA_SPREAD_ROWS"); r != nullptr && *r)
-    ctx.mma_spread_rows = std::string(r) == "on";
-  if (const char* x = std::getenv("HELIUM_CUDA_MMA_XSHARED"); x != nullptr && *x)
-    ctx.mma_x_shared = std::string(x) == "auto" ? -1 : std::string(x) == "off" ? 0 : std::atoi(x);
-  if (const char* x = std::getenv("HELIUM_CUDA_MMA_XSHARED_STAGES"); x != nullptr && *x) ctx.mma_x_shared_stages = std::atoi(x);
+  // The matmul's switches (one-row instance, spreads, x-shared kernel), read as CudaBackend::create does.
+  if (const Status s = cuda::read_matmul_switches(ctx); !s.is_ok()) {
+    std::fprintf(stderr, "%s\n", s.message().c_str());
+    return 1;
+  }
 
   JsonWriter json;
   json.raw("{");

@@ -8,8 +8,13 @@
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/switches.h"
 
 namespace helium {
+
+using cuda::read_integer;
+using cuda::read_switch;
+
 namespace {
 
 class CudaBuffer final : public DeviceBuffer {
@@ -54,33 +59,6 @@ int cuda_device_count() {
 CudaBackend::CudaBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaBackend::~CudaBackend() {
   if (impl_ && impl_->ctx.stream) cudaStreamSynchronize(impl_->ctx.stream);
-}
-
-// A two-way switch from the environment: `on` sets `flag`, `off` clears it, unset or empty leaves it as it
-// is (the default); anything else is refused by name.
-static Status read_switch(const char* variable, std::string_view on, std::string_view off, bool& flag) {
-  const char* env = std::getenv(variable);
-  if (env == nullptr || *env == '\0') return Status::ok();
-  const std::string_view v(env);
-  if (v != on && v != off)
-    return Status::error(std::string(variable) + " must be '" + std::string(on) + "' or '" + std::string(off) +
-                         "', not '" + std::string(v) + "'");
-  flag = v == on;
-  return Status::ok();
-}
-
-// A whole number in [lo, hi] from the environment; unset or empty leaves `value` as it is. `what` names it
-// in the error ("a whole number of MiB").
-static Status read_integer(const char* variable, const char* what, long lo, long hi, long& value) {
-  const char* env = std::getenv(variable);
-  if (env == nullptr || *env == '\0') return Status::ok();
-  char* end = nullptr;
-  const long v = std::strtol(env, &end, 10);
-  if (*end != '\0' || v < lo || v > hi)
-    return Status::error(std::string(variable) + " must be " + what + ", " + std::to_string(lo) + ".." +
-                         std::to_string(hi) + ", not '" + env + "'");
-  value = v;
-  return Status::ok();
 }
 
 // A byte count from the environment in whole MiB (0..4096); unset or empty leaves `bytes` as it is.
@@ -177,30 +155,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_CLUSTER_MERGE", "a partition count", 0, 16, cluster_merge));
   impl->ctx.attention_cluster_merge_max = prop.major >= 9 ? static_cast<int>(cluster_merge) : 0;
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_CLUSTER_TRIGGER", "end", "loads", impl->ctx.cluster_merge_trigger_end));
-  if (const char* r = std::getenv("HELIUM_CUDA_MMA_ONE_ROW"); r != nullptr && *r) {
-    const std::string_view v(r);
-    if (v != "0" && v != "6" && v != "7" && v != "8")
-      return Status::error("HELIUM_CUDA_MMA_ONE_ROW must be 0, 6, 7 or 8, not '" + std::string(v) + "'");
-    impl->ctx.mma_one_row_stages = v[0] - '0';
-  }
-  long mma_blocks = impl->ctx.mma_one_row_blocks;
-  HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_MMA_BLOCKS", "a block count", 1, 4, mma_blocks));
-  impl->ctx.mma_one_row_blocks = static_cast<int>(mma_blocks);
-  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MMA_SPREAD", "on", "off", impl->ctx.mma_spread));
-  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MMA_SPREAD_ROWS", "on", "off", impl->ctx.mma_spread_rows));
-  if (const char* x = std::getenv("HELIUM_CUDA_MMA_XSHARED"); x != nullptr && *x) {
-    const std::string_view v(x);
-    if (v == "off") impl->ctx.mma_x_shared = 0;
-    else if (v == "auto") impl->ctx.mma_x_shared = -1;
-    else if (v == "1" || v == "2" || v == "4") impl->ctx.mma_x_shared = v[0] - '0';
-    else return Status::error("HELIUM_CUDA_MMA_XSHARED must be off, auto, 1, 2 or 4, not '" + std::string(v) + "'");
-  }
-  if (const char* x = std::getenv("HELIUM_CUDA_MMA_XSHARED_STAGES"); x != nullptr && *x) {
-    const std::string_view v(x);
-    if (v != "0" && v != "4" && v != "8" && v != "12" && v != "16")
-      return Status::error("HELIUM_CUDA_MMA_XSHARED_STAGES must be 0, 4, 8, 12 or 16, not '" + std::string(v) + "'");
-    impl->ctx.mma_x_shared_stages = std::atoi(x);
-  }
+  HELIUM_RETURN_IF_ERROR(cuda::read_matmul_switches(impl->ctx));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_NORM_HANDOFF", "on", "off", impl->ctx.norm_handoff));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_SPLIT", "on", "off", impl->ctx.attention_split));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_QKV_PROLOGUE", "on", "off", impl->ctx.qkv_prologue));

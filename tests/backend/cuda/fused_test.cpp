@@ -1060,6 +1060,7 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_MMA_EVICT_FIRST", "1", "off"},
                {"HELIUM_CUDA_MATMUL", "tensor", "mma"},
                {"HELIUM_CUDA_NORM_HANDOFF", "yes", "off"},
+               {"HELIUM_CUDA_MMA_ONE_ROW", "5", "0"},
                {"HELIUM_CUDA_MMA_BLOCKS", "5", "4"},
                {"HELIUM_CUDA_MMA_SPREAD", "wide", "off"},
                {"HELIUM_CUDA_MMA_SPREAD_ROWS", "wide", "on"},

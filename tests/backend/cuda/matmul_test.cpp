@@ -32,6 +32,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/switches.h"
 #include "backend/cuda/tune.h"
 #include "core/dtype.h"
 
@@ -99,10 +100,12 @@ class GpuContext {
     ctx.matmul_scratch = scratch_.get();
     ctx.matmul_scratch_bytes = scratch_.bytes();
     ctx.max_rows = max_rows;
-    // HELIUM_CUDA_MMA_XSHARED as CudaBackend reads it, so that tools/gpu/check.sh runs every test here on
-    // the x-shared kernel too.
-    if (const char* x = std::getenv("HELIUM_CUDA_MMA_XSHARED"); x != nullptr && *x)
-      ctx.mma_x_shared = std::string(x) == "auto" ? -1 : std::string(x) == "off" ? 0 : std::atoi(x);
+    // The matmul's switches as CudaBackend reads them, so that tools/gpu/check.sh runs every test here on
+    // the x-shared kernel too (HELIUM_CUDA_MMA_XSHARED=auto).
+    if (const Status s = cuda::read_matmul_switches(ctx); !s.is_ok()) {
+      std::fprintf(stderr, "%s\n", s.message().c_str());
+      std::abort();
+    }
   }
   ~GpuContext() {
     cublasLtDestroy(ctx.lt);
@@ -856,6 +859,70 @@ TEST(CudaMatmulHostTest, TunerTakesTheLargestRingThenTheMostWarps) {
   EXPECT_EQ(cuda::choose_decode_config(Timed{{ring128, 40.0f}}, DType::BF16, fallback, &us), fallback);
   EXPECT_EQ(us, 0.0f);
   EXPECT_EQ(cuda::choose_decode_config(Timed{}, DType::BF16, fallback), fallback);
+}
+
+// The matmul's switches (switches.h), one parser for the backend, these tests and the benchmark: each
+// spelling sets its Context field, unset or empty leaves the default, a malformed value is refused by name.
+TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
+  const char* names[] = {"HELIUM_CUDA_MMA_ONE_ROW", "HELIUM_CUDA_MMA_BLOCKS", "HELIUM_CUDA_MMA_SPREAD",
+                         "HELIUM_CUDA_MMA_SPREAD_ROWS", "HELIUM_CUDA_MMA_XSHARED", "HELIUM_CUDA_MMA_XSHARED_STAGES"};
+  std::map<std::string, std::string> saved;
+  for (const char* n : names) {
+    if (const char* v = std::getenv(n)) saved[n] = v;
+    unsetenv(n);
+  }
+  const cuda::Context defaults;
+  cuda::Context ctx;
+  ASSERT_TRUE(cuda::read_matmul_switches(ctx).is_ok());
+  EXPECT_EQ(ctx.mma_one_row_stages, defaults.mma_one_row_stages);
+  EXPECT_EQ(ctx.mma_one_row_blocks, defaults.mma_one_row_blocks);
+  EXPECT_EQ(ctx.mma_spread, defaults.mma_spread);
+  EXPECT_EQ(ctx.mma_spread_rows, defaults.mma_spread_rows);
+  EXPECT_EQ(ctx.mma_x_shared, defaults.mma_x_shared);
+  EXPECT_EQ(ctx.mma_x_shared_stages, defaults.mma_x_shared_stages);
+
+  const struct {
+    const char* name;
+    const char* value;
+    int cuda::Context::*field;
+    int expected;
+  } taken[] = {{"HELIUM_CUDA_MMA_ONE_ROW", "0", &cuda::Context::mma_one_row_stages, 0},
+               {"HELIUM_CUDA_MMA_ONE_ROW", "8", &cuda::Context::mma_one_row_stages, 8},
+               {"HELIUM_CUDA_MMA_BLOCKS", "2", &cuda::Context::mma_one_row_blocks, 2},
+               {"HELIUM_CUDA_MMA_XSHARED", "auto", &cuda::Context::mma_x_shared, -1},
+               {"HELIUM_CUDA_MMA_XSHARED", "off", &cuda::Context::mma_x_shared, 0},
+               {"HELIUM_CUDA_MMA_XSHARED", "4", &cuda::Context::mma_x_shared, 4},
+               {"HELIUM_CUDA_MMA_XSHARED_STAGES", "16", &cuda::Context::mma_x_shared_stages, 16},
+               {"HELIUM_CUDA_MMA_XSHARED_STAGES", "", &cuda::Context::mma_x_shared_stages, 0}};
+  for (const auto& t : taken) {
+    ASSERT_EQ(setenv(t.name, t.value, 1), 0);
+    cuda::Context c;
+    c.mma_x_shared = 2;  // so that "off" and "" are told apart from the default
+    const Status s = cuda::read_matmul_switches(c);
+    EXPECT_TRUE(s.is_ok()) << t.name << "=" << t.value << ": " << s.message();
+    EXPECT_EQ(c.*t.field, t.expected) << t.name << "=" << t.value;
+    unsetenv(t.name);
+  }
+  ASSERT_EQ(setenv("HELIUM_CUDA_MMA_SPREAD_ROWS", "off", 1), 0);
+  ASSERT_TRUE(cuda::read_matmul_switches(ctx).is_ok());
+  EXPECT_FALSE(ctx.mma_spread_rows);
+  unsetenv("HELIUM_CUDA_MMA_SPREAD_ROWS");
+
+  const std::pair<const char*, const char*> refused[] = {
+      {"HELIUM_CUDA_MMA_ONE_ROW", "5"},        {"HELIUM_CUDA_MMA_ONE_ROW", "6x"},   {"HELIUM_CUDA_MMA_BLOCKS", "0"},
+      {"HELIUM_CUDA_MMA_BLOCKS", "two"},       {"HELIUM_CUDA_MMA_SPREAD", "1"},     {"HELIUM_CUDA_MMA_SPREAD_ROWS", "wide"},
+      {"HELIUM_CUDA_MMA_XSHARED", "8"},        {"HELIUM_CUDA_MMA_XSHARED", "on"},   {"HELIUM_CUDA_MMA_XSHARED", "2 "},
+      {"HELIUM_CUDA_MMA_XSHARED_STAGES", "6"}, {"HELIUM_CUDA_MMA_XSHARED_STAGES", "-4"}};
+  for (const auto& [name, value] : refused) {
+    ASSERT_EQ(setenv(name, value, 1), 0);
+    cuda::Context c;
+    const Status s = cuda::read_matmul_switches(c);
+    EXPECT_FALSE(s.is_ok()) << name << "=" << value;
+    EXPECT_NE(s.message().find(name), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(std::string("'") + value + "'"), std::string::npos) << s.message();
+    unsetenv(name);
+  }
+  for (const auto& [n, v] : saved) setenv(n.c_str(), v.c_str(), 1);
 }
 
 // Broken preconditions abort naming the op, before any device work (so no GPU is needed).
