@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -176,6 +177,24 @@ TEST(Sampler, ExpDetIsCloseToExpAndExactWhereItMustBe) {
   double worst = 0;
   for (double d = -700.0; d <= 0.0; d += 0.00731) worst = std::max(worst, std::fabs(exp_det(d) - std::exp(d)) / std::exp(d));
   EXPECT_LT(worst, 4e-16);  // about one unit in the last place
+}
+
+// exp_det's last step scales by 2^k without ldexp; it must give ldexp's bits for every k exp_det can
+// reach (d in (-745, 0]: k in [-1075, 0]), the subnormal results included, and beyond.
+TEST(Sampler, PowerOfTwoScalingHasLdexpsBits) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> mantissa(0.5, 2.0);
+  int checked = 0;
+  for (int k = -1100; k <= 1030; ++k) {
+    for (int i = 0; i < 40; ++i) {
+      const double p = i == 0 ? 0.5 : i == 1 ? std::nextafter(2.0, 0.0) : mantissa(rng);
+      const double want = std::ldexp(p, k), got = scale_by_power_of_two(p, k);
+      ASSERT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want)) << p << " * 2^" << k;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 2131 * 40);
+  EXPECT_GT(exp_det(-744.0), 0.0);  // a subnormal term
 }
 
 TEST(Sampler, SamePicksAsThePlainDefinitionOnEveryKindOfRow) {
