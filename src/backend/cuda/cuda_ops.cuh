@@ -246,6 +246,12 @@ struct Context {
   int mma_x_shared = 0;
   int mma_x_shared_stages = 0;
   mutable int64_t mma_x_shared_launches = 0;  // (for tests)
+  // Row groups of 16 a block of the x-shared kernel (1, 2 or 4; 0: as many as the launch has, up to 4):
+  // warp (t, g) of W · G takes tile t for row group g, so one stage's weights serve G row groups — at 64
+  // rows the weights are streamed once, not four times (the L2 then delivers 3 bytes a weight byte at W =
+  // 4, not 6 or 12). HELIUM_CUDA_MMA_XSHARED_GROUPS=auto|1|2|4. The same bits (cuda_matmul_test).
+  int mma_x_shared_groups = 1;
+  mutable int64_t mma_x_shared_grouped_launches = 0;  // launches with G > 1 (for tests)
   // Diagnostic only (helium_bench_cuda_matmul --chain): when set, each block of a decode matmul writes
   // kMatmulTraceEvents %globaltimer stamps to matmul_trace[block · kMatmulTraceEvents + event] (matmul.cu).
   unsigned long long* matmul_trace = nullptr;

@@ -915,27 +915,33 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
 // and a block stage holds one step's weights for the W tiles and one copy of its x (16 rows, W = 4: 8 KB of
 // weights and 4 KB of x, 1.5 bytes a weight byte). The block's stages go round one ring (cp.async, one commit
 // group a stage, a barrier a stage), the first S - 1 stages' weights issued before the programmatic-
-// dependent-launch wait. Items: (W tiles, row group), row group fastest; the grid is persistent over them.
-// Tiles past the last feature block load clamped rows and store nothing.
-template <int RG, int W>
-__host__ __device__ constexpr int xs_stage_bytes() { return W * kMmaWBytes + 2 * RG * kMmaStepK * 2; }
-template <int RG, int W, int S>
-constexpr size_t xs_smem_bytes() { return static_cast<size_t>(S) * xs_stage_bytes<RG, W>() + kMaxDecodeRows * 4; }
+// dependent-launch wait. Items: (W tiles, G row groups), row groups fastest; the grid is persistent over them.
+// With G > 1 (Context::mma_x_shared_groups) a block has W · G warps, warp (t, g) taking tile t for row group
+// g: one stage's weights serve G row groups, so at 64 rows (G = 4) the weights are streamed once, not four
+// times, and each warp's arithmetic is the G = 1 warp's. Tiles past the last feature block load clamped rows
+// and store nothing; row groups past the last row load zeros, do no MMAs and store nothing.
+template <int RG, int W, int G>
+__host__ __device__ constexpr int xs_stage_bytes() { return W * kMmaWBytes + G * 2 * RG * kMmaStepK * 2; }
+template <int RG, int W, int G, int S>
+constexpr size_t xs_smem_bytes() { return static_cast<size_t>(S) * xs_stage_bytes<RG, W, G>() + kMaxDecodeRows * 4; }
 
-template <int RG, int W, int S>
-__global__ void __launch_bounds__(W * 32) matmul_mma_xs_kernel(const DecodeParams p) {
+template <int RG, int W, int G, int S>
+__global__ void __launch_bounds__(W * G * 32) matmul_mma_xs_kernel(const DecodeParams p) {
   static_assert(RG == 8 || RG == 16, "row groups of 8 or 16");
+  static_assert(G == 1 || G == 2 || G == 4, "one, two or four row groups a block");
   constexpr int NT = RG / 4;  // n-tiles of 8 B columns: 4 rows each (hi and lo columns)
-  constexpr int kStage = xs_stage_bytes<RG, W>();
-  constexpr int kThreads = W * 32;
+  constexpr int kStage = xs_stage_bytes<RG, W, G>();
+  constexpr int kThreads = W * G * 32;
+  constexpr int kGroupXBytes = 2 * RG * kMmaStepK * 2;  // one row group's split rows in a stage
   extern __shared__ __align__(128) uint8_t xs_smem[];
   float* row_scale = reinterpret_cast<float*>(xs_smem + S * kStage);  // a norm handoff consumer's scales
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int tile_of_warp = warp % W, group_of_warp = warp / W;
   // Steps (64 k each) per item: matmul_mma_kernel's four warps' steps, zero-filled past k included.
   const int steps = static_cast<int>(((p.k + kMmaStepK - 1) / kMmaStepK + kMmaWarps - 1) / kMmaWarps) * kMmaWarps;
-  const int row_groups = static_cast<int>(p.row_groups);
+  const int row_groups = static_cast<int>((p.row_groups + G - 1) / G);  // of G row groups each
   const int tiles = static_cast<int>(p.feature_blocks);
-  const int items = static_cast<int>(p.row_groups * ((p.feature_blocks + W - 1) / W));
+  const int items = static_cast<int>(row_groups * ((p.feature_blocks + W - 1) / W));
   const uint64_t policy = evict_first_policy();
   trace_stamp(p, 0);
   struct Cursor {
@@ -943,7 +949,7 @@ __global__ void __launch_bounds__(W * 32) matmul_mma_xs_kernel(const DecodeParam
   };
   auto at_item = [&](int item) {
     const int group = item / row_groups;
-    return Cursor{item, group, (item - group * row_groups) * RG, 0};
+    return Cursor{item, group, (item - group * row_groups) * RG * G, 0};
   };
   auto advance = [&](Cursor& c) {
     if (++c.step == steps) c = at_item(c.item + static_cast<int>(gridDim.x));
@@ -966,12 +972,13 @@ __global__ void __launch_bounds__(W * 32) matmul_mma_xs_kernel(const DecodeParam
                     policy);
     }
   };
-  // A stage's 2 · RG split rows of x: rows past `rows` and k past the end are zeros.
+  // A stage's 2 · RG · G split rows of x (row group g's at g · kGroupXBytes: the swizzle repeats every 8
+  // rows): rows past `rows` and k past the end are zeros.
   auto issue_x = [&](const Cursor& c, int slot) {
     if (c.item >= items) return;
     uint8_t* xs = xs_smem + slot * kStage + W * kMmaWBytes;
     const int64_t k0 = int64_t{c.step} * kMmaStepK;
-    for (int piece = threadIdx.x; piece < 2 * RG * 8; piece += kThreads) {
+    for (int piece = threadIdx.x; piece < 2 * RG * G * 8; piece += kThreads) {
       const int r = piece >> 3, ch = piece & 7;
       const int64_t split_row = 2 * int64_t{c.row0} + r, col = k0 + ch * 8;
       const bool valid = split_row < 2 * p.rows && col < p.k;
@@ -985,7 +992,7 @@ __global__ void __launch_bounds__(W * 32) matmul_mma_xs_kernel(const DecodeParam
   // stage i's wait, 2(S - 1) + i are committed and stage i's last is number S - 1 + i: S - 2 may stay pending.
 
   if (p.row_sq != nullptr) {  // a norm handoff's consumer: every row's scale (visible after the first barrier)
-    for (int r = warp; r < p.rows; r += W) {
+    for (int r = warp; r < p.rows; r += W * G) {
       const float scale = handoff_row_scale(p, r, lane);
       if (lane == 0) row_scale[r] = scale;
     }
@@ -1013,17 +1020,19 @@ __global__ void __launch_bounds__(W * 32) matmul_mma_xs_kernel(const DecodeParam
       advance(issue);
       issue_slot = issue_slot + 1 == S ? 0 : issue_slot + 1;
       const uint8_t* stage = xs_smem + work_slot * kStage;
-      const uint8_t* tile = stage + warp * kMmaWBytes;
-      const uint8_t* xs = stage + W * kMmaWBytes;
+      const uint8_t* tile = stage + tile_of_warp * kMmaWBytes;
+      const uint8_t* xs = stage + W * kMmaWBytes + group_of_warp * kGroupXBytes;
+      if (work.row0 + group_of_warp * RG < p.rows) {  // warp-uniform; past the last row x is all zeros
 #pragma unroll
-      for (int kk = 0; kk < kMmaStepK / 16; ++kk) {
-        uint32_t a[4];
-        ldmatrix_x4(a, tile + mma_swizzle((lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
+        for (int kk = 0; kk < kMmaStepK / 16; ++kk) {
+          uint32_t a[4];
+          ldmatrix_x4(a, tile + mma_swizzle((lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)));
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          uint32_t b0, b1;
-          ldmatrix_x2(b0, b1, xs + mma_swizzle(j * 8 + (lane & 7), 2 * kk + ((lane >> 3) & 1)));
-          mma_bf16_16x8x16(acc[kw][j], a, b0, b1);
+          for (int j = 0; j < NT; ++j) {
+            uint32_t b0, b1;
+            ldmatrix_x2(b0, b1, xs + mma_swizzle(j * 8 + (lane & 7), 2 * kk + ((lane >> 3) & 1)));
+            mma_bf16_16x8x16(acc[kw][j], a, b0, b1);
+          }
         }
       }
       work_slot = work_slot + 1 == S ? 0 : work_slot + 1;
@@ -1034,8 +1043,9 @@ __global__ void __launch_bounds__(W * 32) matmul_mma_xs_kernel(const DecodeParam
     if (work.step != steps) continue;
 
     // The item's end: each warp's tile, its four sets summed in set order, stored.
-    const int tile_index = work.group * W + warp;
-    if (tile_index < tiles) {
+    const int tile_index = work.group * W + tile_of_warp;
+    const int row0 = work.row0 + group_of_warp * RG;
+    if (tile_index < tiles && row0 < p.rows) {
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         float c[4];
@@ -1045,7 +1055,7 @@ __global__ void __launch_bounds__(W * 32) matmul_mma_xs_kernel(const DecodeParam
 #pragma unroll
           for (int q = 1; q < kMmaWarps; ++q) c[e] = __fadd_rn(c[e], acc[q][j][e]);
         }
-        mma_store_tile(p, tile_index, work.row0 + j * 4, c, row_scale, lane);
+        mma_store_tile(p, tile_index, row0 + j * 4, c, row_scale, lane);
       }
     }
     clear();
@@ -1822,26 +1832,38 @@ MmaKernel pick_mma_kernel(int row_group, int stages, bool prologue) {
   return nullptr;
 }
 
-// The x-shared kernel's instances: row groups of 8 and 16, 1, 2 or 4 tiles a block, rings of 4 to 16 stages.
+// The x-shared kernel's instances: row groups of 8 and 16, 1, 2 or 4 tiles a block, rings of 4 to 16 stages;
+// for row groups of 16 also two or four row groups a block, rings of 4 or 8 stages (a stage of 18-24 KB at
+// four groups).
 using XsKernel = void (*)(DecodeParams);
-template <int RG, int W>
+template <int RG, int W, int G>
 XsKernel pick_xs_stages(int stages, size_t& smem) {
   switch (stages) {
-    case 4: smem = xs_smem_bytes<RG, W, 4>(); return matmul_mma_xs_kernel<RG, W, 4>;
-    case 8: smem = xs_smem_bytes<RG, W, 8>(); return matmul_mma_xs_kernel<RG, W, 8>;
-    case 12: smem = xs_smem_bytes<RG, W, 12>(); return matmul_mma_xs_kernel<RG, W, 12>;
-    case 16: smem = xs_smem_bytes<RG, W, 16>(); return matmul_mma_xs_kernel<RG, W, 16>;
+    case 4: smem = xs_smem_bytes<RG, W, G, 4>(); return matmul_mma_xs_kernel<RG, W, G, 4>;
+    case 8: smem = xs_smem_bytes<RG, W, G, 8>(); return matmul_mma_xs_kernel<RG, W, G, 8>;
+  }
+  if constexpr (G == 1) {
+    switch (stages) {
+      case 12: smem = xs_smem_bytes<RG, W, G, 12>(); return matmul_mma_xs_kernel<RG, W, G, 12>;
+      case 16: smem = xs_smem_bytes<RG, W, G, 16>(); return matmul_mma_xs_kernel<RG, W, G, 16>;
+    }
   }
   return nullptr;
 }
-XsKernel pick_xs_kernel(int row_group, int warps, int stages, size_t& smem) {
-  switch (row_group * 16 + warps) {
-    case 8 * 16 + 1: return pick_xs_stages<8, 1>(stages, smem);
-    case 8 * 16 + 2: return pick_xs_stages<8, 2>(stages, smem);
-    case 8 * 16 + 4: return pick_xs_stages<8, 4>(stages, smem);
-    case 16 * 16 + 1: return pick_xs_stages<16, 1>(stages, smem);
-    case 16 * 16 + 2: return pick_xs_stages<16, 2>(stages, smem);
-    case 16 * 16 + 4: return pick_xs_stages<16, 4>(stages, smem);
+XsKernel pick_xs_kernel(int row_group, int warps, int groups, int stages, size_t& smem) {
+  switch ((row_group * 16 + warps) * 8 + groups) {
+    case (8 * 16 + 1) * 8 + 1: return pick_xs_stages<8, 1, 1>(stages, smem);
+    case (8 * 16 + 2) * 8 + 1: return pick_xs_stages<8, 2, 1>(stages, smem);
+    case (8 * 16 + 4) * 8 + 1: return pick_xs_stages<8, 4, 1>(stages, smem);
+    case (16 * 16 + 1) * 8 + 1: return pick_xs_stages<16, 1, 1>(stages, smem);
+    case (16 * 16 + 2) * 8 + 1: return pick_xs_stages<16, 2, 1>(stages, smem);
+    case (16 * 16 + 4) * 8 + 1: return pick_xs_stages<16, 4, 1>(stages, smem);
+    case (16 * 16 + 1) * 8 + 2: return pick_xs_stages<16, 1, 2>(stages, smem);
+    case (16 * 16 + 2) * 8 + 2: return pick_xs_stages<16, 2, 2>(stages, smem);
+    case (16 * 16 + 4) * 8 + 2: return pick_xs_stages<16, 4, 2>(stages, smem);
+    case (16 * 16 + 1) * 8 + 4: return pick_xs_stages<16, 1, 4>(stages, smem);
+    case (16 * 16 + 2) * 8 + 4: return pick_xs_stages<16, 2, 4>(stages, smem);
+    case (16 * 16 + 4) * 8 + 4: return pick_xs_stages<16, 4, 4>(stages, smem);
   }
   return nullptr;
 }
@@ -2021,27 +2043,49 @@ size_t rows_block_smem(const Context& c, int64_t items, size_t need) {
   return smem_for_residency(spread, need, 1);
 }
 
-// The x-shared kernel's launch (Context::mma_x_shared; x's split already in p.x_split): W tiles a block as the
-// context says, or with -1 (auto) four where that still gives every multiprocessor an item, else two. Its
-// blocks go ceil(items / multiprocessors) to a multiprocessor, and the ring is the deepest of 16, 12, 8 and 4
-// stages that lets that many fit: a block has (stages - 1) stages in flight, and with one or two blocks a
-// multiprocessor four stages left too few bytes in flight (H100, first call of the thirtieth session:
-// gate/up 12288 × 4096 at 16 rows, 192 items, 64% of copy against 84% for the stacked gate/up's 384).
-// The same bits as matmul_mma_kernel's launch, whatever W and the depth.
+// The x-shared kernel's launch (Context::mma_x_shared; x's split already in p.x_split). G row groups a
+// block as Context::mma_x_shared_groups says, at most 1, 2 or 4 for a launch of 1, 2 or 3-4 row groups (0:
+// that most; G > 1 for row groups of 16 only). W tiles a block as Context::mma_x_shared says, or with -1
+// (auto): at G = 1 four where that still gives every multiprocessor an item, else two; past G = 1 the most
+// of 4 and 2 that give 95% of them one (o_proj and down at 64 rows: two, 128 items on 132 multiprocessors),
+// else one. Its blocks go ceil(items / multiprocessors) to a multiprocessor, and the ring is the deepest of
+// 16, 12, 8 and 4 stages (G > 1: 8 and 4) that lets that many fit: a block has (stages - 1) stages in
+// flight, and with one or two blocks a multiprocessor four stages left too few bytes in flight (H100, first
+// call of the thirtieth session: gate/up 12288 × 4096 at 16 rows, 192 items, 64% of copy against 84% for
+// the stacked gate/up's 384). The same bits as matmul_mma_kernel's launch, whatever W, G and the depth.
 void launch_mma_x_shared(const Context& c, DecodeParams p, const MatmulShape& shape, int row_group, int64_t tiles,
                          int warps) {
   p.row_groups = (shape.rows + row_group - 1) / row_group;
   p.feature_blocks = tiles;
-  if (warps < 0) warps = p.row_groups * ((tiles + 3) / 4) >= sm_count_of(c) ? 4 : 2;
-  const int64_t items = p.row_groups * ((tiles + warps - 1) / warps);
+  int groups = 1;
+  if (row_group == 16) {
+    const int most = p.row_groups >= 3 ? 4 : static_cast<int>(p.row_groups);  // three: one block's weights, not two
+    groups = c.mma_x_shared_groups > 0 ? std::min(c.mma_x_shared_groups, most) : most;
+  }
+  const int64_t supergroups = (p.row_groups + groups - 1) / groups;
+  const int sms = std::max(1, sm_count_of(c));
+  if (warps < 0) {
+    if (groups == 1) {
+      warps = supergroups * ((tiles + 3) / 4) >= sms ? 4 : 2;
+    } else {
+      warps = 1;
+      for (int w : {4, 2})  // 5% of the multiprocessors idle, rather than x's bytes doubled (not yet measured)
+        if (supergroups * ((tiles + w - 1) / w) * 20 >= int64_t{sms} * 19) {
+          warps = w;
+          break;
+        }
+    }
+  }
+  const int64_t items = supergroups * ((tiles + warps - 1) / warps);
   HELIUM_CUDA_REQUIRE("matmul", items < (int64_t{1} << 31) - int64_t{1} * 1024 * 1024);  // 32-bit item counters
   const SmemLimits l = smem_limits();
-  const int64_t per_sm = std::max<int64_t>(1, (items + sm_count_of(c) - 1) / std::max(1, sm_count_of(c)));
+  const int64_t per_sm = std::max<int64_t>(1, (items + sms - 1) / sms);
   XsKernel kernel = nullptr;
   size_t smem = 0;
+  const int set_stages = groups > 1 ? std::min(c.mma_x_shared_stages, 8) : c.mma_x_shared_stages;
   for (int stages : {16, 12, 8, 4}) {
-    if (c.mma_x_shared_stages > 0 && stages != c.mma_x_shared_stages) continue;
-    kernel = pick_xs_kernel(row_group, warps, stages, smem);
+    if ((set_stages > 0 && stages != set_stages) || (groups > 1 && stages > 8)) continue;
+    kernel = pick_xs_kernel(row_group, warps, groups, stages, smem);
     HELIUM_CUDA_REQUIRE("matmul", kernel != nullptr);
     if (smem <= static_cast<size_t>(l.block_max) &&
         per_sm * (static_cast<int64_t>(smem) + l.reserved) <= int64_t{l.per_sm})
@@ -2050,11 +2094,12 @@ void launch_mma_x_shared(const Context& c, DecodeParams p, const MatmulShape& sh
   HELIUM_CUDA_REQUIRE("matmul", kernel != nullptr);
   if (c.mma_spread_rows) smem = smem_for_residency(per_sm, smem, 1);  // no more than per_sm a multiprocessor
   HELIUM_CUDA_REQUIRE("matmul", smem <= smem_optin_limit());
-  const int threads = warps * 32;
+  const int threads = warps * groups * 32;
   const int fit = prepare_decode_kernel(kernel, threads, smem);
   HELIUM_CUDA_REQUIRE("matmul", fit > 0);
-  const int64_t grid = std::min(items, int64_t{fit} * sm_count_of(c));
+  const int64_t grid = std::min(items, int64_t{fit} * sms);
   ++c.mma_x_shared_launches;
+  if (groups > 1) ++c.mma_x_shared_grouped_launches;
   launch(c, kernel, static_cast<unsigned>(grid), threads, smem, p);
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }

@@ -1067,6 +1067,7 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_MMA_XSHARED", "8", "auto"},
                {"HELIUM_CUDA_MMA_XSHARED", "on", "4"},
                {"HELIUM_CUDA_MMA_XSHARED_STAGES", "6", "12"},
+               {"HELIUM_CUDA_MMA_XSHARED_GROUPS", "8", "auto"},
                {"HELIUM_CUDA_ATTN_SPLIT", "yes", "off"},
                {"HELIUM_CUDA_PARTITION_LATE_KEYS", "soon", "0"},
                {"HELIUM_CUDA_MERGE_TRIGGER_KEYS", "-1", "0"},

@@ -564,10 +564,13 @@ TEST_F(CudaMatmulTest, XSharedKernelHasTheDefaultKernelsBits) {
     g.ctx.mma_x_shared = 0;
     std::map<int64_t, std::vector<float>> expected;
     for (int64_t rows : rows_to_check) expected[rows] = p.run(g, rows);
-    for (int warps : {-1, 1, 2, 4}) {
+    for (const auto& [warps, groups] : std::vector<std::pair<int, int>>{
+             {-1, 1}, {1, 1}, {2, 1}, {4, 1}, {-1, 0}, {1, 2}, {2, 2}, {4, 2}, {1, 4}, {2, 4}, {4, 4}}) {
       g.ctx.mma_x_shared = warps;
-      const int64_t launches = g.ctx.mma_x_shared_launches;
-      const std::string what = describe(p, 64, "x-shared, " + std::to_string(warps) + " tiles a block");
+      g.ctx.mma_x_shared_groups = groups;
+      const int64_t launches = g.ctx.mma_x_shared_launches, grouped = g.ctx.mma_x_shared_grouped_launches;
+      const std::string what = describe(p, 64, "x-shared, " + std::to_string(warps) + " tiles and " +
+                                                   std::to_string(groups) + " row groups a block");
       for (int64_t rows : rows_to_check) {
         const std::vector<float> y = p.run(g, rows);
         int64_t j = 0;
@@ -581,8 +584,12 @@ TEST_F(CudaMatmulTest, XSharedKernelHasTheDefaultKernelsBits) {
       const int64_t taken = warps < 0 ? std::count_if(rows_to_check.begin(), rows_to_check.end(), [](int64_t r) { return r > 8; })
                                        : static_cast<int64_t>(rows_to_check.size());
       EXPECT_EQ(g.ctx.mma_x_shared_launches - launches, 2 * taken) << what;
+      // two or more row groups of 16 (17 rows and more) take G > 1 when it is set or auto
+      const int64_t multi = std::count_if(rows_to_check.begin(), rows_to_check.end(), [](int64_t r) { return r > 16; });
+      EXPECT_EQ(g.ctx.mma_x_shared_grouped_launches - grouped, groups == 1 ? 0 : 2 * multi) << what;
       ASSERT_TRUE(check_batch_invariance(g, p, nullptr, rows_to_check, what));
     }
+    g.ctx.mma_x_shared_groups = 1;
   }
   // Every ring depth (the launch picks one by the items; here each is set), on a shape whose k ends inside a
   // step and whose tiles do not fill the last block.
@@ -592,30 +599,37 @@ TEST_F(CudaMatmulTest, XSharedKernelHasTheDefaultKernelsBits) {
               make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(n * k))), nullptr);
     g.ctx.mma_x_shared = 0;
     const std::vector<float> expected8 = p.run(g, 8), expected64 = p.run(g, 64);
-    for (int warps : {1, 4})
-      for (int stages : {4, 8, 12, 16}) {
-        g.ctx.mma_x_shared = warps;
-        g.ctx.mma_x_shared_stages = stages;
-        int64_t j = 0;
-        const std::vector<float> y8 = p.run(g, 8), y64 = p.run(g, 64);
-        EXPECT_TRUE(same_bits(y8.data(), expected8.data(), 8 * n, &j)) << warps << " tiles, " << stages << " stages, 8 rows: element " << j;
-        EXPECT_TRUE(same_bits(y64.data(), expected64.data(), 64 * n, &j)) << warps << " tiles, " << stages << " stages, 64 rows: element " << j;
-      }
+    for (int groups : {1, 4})
+      for (int warps : {1, 4})
+        for (int stages : {4, 8, 12, 16}) {
+          g.ctx.mma_x_shared = warps;
+          g.ctx.mma_x_shared_groups = groups;
+          g.ctx.mma_x_shared_stages = stages;  // G > 1 has 4 and 8 (12 and 16 take 8)
+          int64_t j = 0;
+          const std::vector<float> y8 = p.run(g, 8), y64 = p.run(g, 64);
+          const std::string what = std::to_string(warps) + " tiles, " + std::to_string(groups) + " row groups, " +
+                                   std::to_string(stages) + " stages, ";
+          EXPECT_TRUE(same_bits(y8.data(), expected8.data(), 8 * n, &j)) << what << "8 rows: element " << j;
+          EXPECT_TRUE(same_bits(y64.data(), expected64.data(), 64 * n, &j)) << what << "64 rows: element " << j;
+        }
     g.ctx.mma_x_shared_stages = 0;
+    g.ctx.mma_x_shared_groups = 1;
   }
-  // Through the store's residual add (64 rows, four tiles a block).
+  // Through the store's residual add (64 rows, four tiles a block; one and four row groups).
   const int64_t n = 1000, k = 4096, rows = 64;
   Problem p(rows, n, k, random_reals(rng, static_cast<size_t>(rows * k)),
             make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(n * k))), nullptr);
   const std::vector<float> residual = random_reals(rng, static_cast<size_t>(rows * n), -4.0f, 4.0f);
-  for (int warps : {0, 4}) {
-    g.ctx.mma_x_shared = warps;
+  for (int warps : {0, 4, -4}) {
+    g.ctx.mma_x_shared = warps < 0 ? -warps : warps;
+    g.ctx.mma_x_shared_groups = warps < 0 ? 4 : 1;
     const std::vector<float> got = run_matmul_add(g, p, rows, residual);
     const std::vector<float> product = p.run(g, rows);
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_EQ(bits_of(got[i]), bits_of(residual[i] + product[i])) << "element " << i << ", x-shared " << warps;
   }
   g.ctx.mma_x_shared = 0;
+  g.ctx.mma_x_shared_groups = 1;
 }
 
 // The one-row instance of the tensor-core kernel (Context::mma_one_row_stages: x's two split rows per
@@ -865,7 +879,8 @@ TEST(CudaMatmulHostTest, TunerTakesTheLargestRingThenTheMostWarps) {
 // spelling sets its Context field, unset or empty leaves the default, a malformed value is refused by name.
 TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
   const char* names[] = {"HELIUM_CUDA_MMA_ONE_ROW", "HELIUM_CUDA_MMA_BLOCKS", "HELIUM_CUDA_MMA_SPREAD",
-                         "HELIUM_CUDA_MMA_SPREAD_ROWS", "HELIUM_CUDA_MMA_XSHARED", "HELIUM_CUDA_MMA_XSHARED_STAGES"};
+                         "HELIUM_CUDA_MMA_SPREAD_ROWS", "HELIUM_CUDA_MMA_XSHARED", "HELIUM_CUDA_MMA_XSHARED_STAGES",
+                         "HELIUM_CUDA_MMA_XSHARED_GROUPS"};
   std::map<std::string, std::string> saved;
   for (const char* n : names) {
     if (const char* v = std::getenv(n)) saved[n] = v;
@@ -880,6 +895,7 @@ TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
   EXPECT_EQ(ctx.mma_spread_rows, defaults.mma_spread_rows);
   EXPECT_EQ(ctx.mma_x_shared, defaults.mma_x_shared);
   EXPECT_EQ(ctx.mma_x_shared_stages, defaults.mma_x_shared_stages);
+  EXPECT_EQ(ctx.mma_x_shared_groups, defaults.mma_x_shared_groups);
 
   const struct {
     const char* name;
@@ -893,7 +909,9 @@ TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
                {"HELIUM_CUDA_MMA_XSHARED", "off", &cuda::Context::mma_x_shared, 0},
                {"HELIUM_CUDA_MMA_XSHARED", "4", &cuda::Context::mma_x_shared, 4},
                {"HELIUM_CUDA_MMA_XSHARED_STAGES", "16", &cuda::Context::mma_x_shared_stages, 16},
-               {"HELIUM_CUDA_MMA_XSHARED_STAGES", "", &cuda::Context::mma_x_shared_stages, 0}};
+               {"HELIUM_CUDA_MMA_XSHARED_STAGES", "", &cuda::Context::mma_x_shared_stages, 0},
+               {"HELIUM_CUDA_MMA_XSHARED_GROUPS", "auto", &cuda::Context::mma_x_shared_groups, 0},
+               {"HELIUM_CUDA_MMA_XSHARED_GROUPS", "4", &cuda::Context::mma_x_shared_groups, 4}};
   for (const auto& t : taken) {
     ASSERT_EQ(setenv(t.name, t.value, 1), 0);
     cuda::Context c;
@@ -912,7 +930,8 @@ TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
       {"HELIUM_CUDA_MMA_ONE_ROW", "5"},        {"HELIUM_CUDA_MMA_ONE_ROW", "6x"},   {"HELIUM_CUDA_MMA_BLOCKS", "0"},
       {"HELIUM_CUDA_MMA_BLOCKS", "two"},       {"HELIUM_CUDA_MMA_SPREAD", "1"},     {"HELIUM_CUDA_MMA_SPREAD_ROWS", "wide"},
       {"HELIUM_CUDA_MMA_XSHARED", "8"},        {"HELIUM_CUDA_MMA_XSHARED", "on"},   {"HELIUM_CUDA_MMA_XSHARED", "2 "},
-      {"HELIUM_CUDA_MMA_XSHARED_STAGES", "6"}, {"HELIUM_CUDA_MMA_XSHARED_STAGES", "-4"}};
+      {"HELIUM_CUDA_MMA_XSHARED_STAGES", "6"}, {"HELIUM_CUDA_MMA_XSHARED_STAGES", "-4"},
+      {"HELIUM_CUDA_MMA_XSHARED_GROUPS", "3"}, {"HELIUM_CUDA_MMA_XSHARED_GROUPS", "0"}};
   for (const auto& [name, value] : refused) {
     ASSERT_EQ(setenv(name, value, 1), 0);
     cuda::Context c;
