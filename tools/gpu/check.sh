@@ -60,9 +60,12 @@ fi
 run cuda_matmul_test 150 "$BIN/cuda_matmul_test" --gtest_output=json:"$OUT/tests.json"
 run cuda_attention_test 200 "$BIN/cuda_attention_test" --gtest_brief=1
 run cuda_fused_test 150 "$BIN/cuda_fused_test" --gtest_brief=1
-HELIUM_CUDA_PDL=0 run cuda_fused_test_nopdl 150 "$BIN/cuda_fused_test" --gtest_brief=1
-HELIUM_CUDA_MATMUL_TRIGGER=end run cuda_fused_test_late_trigger 150 "$BIN/cuda_fused_test" --gtest_brief=1
+# CHECK_CORE=1 leaves out the runs under switches that are off by default (below, to models_test_no_spread_rows):
+# for a call that must fit beside others, where the code behind those switches did not change.
+[ "${CHECK_CORE:-0}" != 1 ] && HELIUM_CUDA_PDL=0 run cuda_fused_test_nopdl 150 "$BIN/cuda_fused_test" --gtest_brief=1
+[ "${CHECK_CORE:-0}" != 1 ] && HELIUM_CUDA_MATMUL_TRIGGER=end run cuda_fused_test_late_trigger 150 "$BIN/cuda_fused_test" --gtest_brief=1
 run models_test 120 "$BIN/models_test" --gtest_brief=1
+if [ "${CHECK_CORE:-0}" != 1 ]; then
 HELIUM_CUDA_PDL=0 run models_test_nopdl 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
 # The goldens through the fused decode attention (off by default; cuda_fused_test checks its bits).
 HELIUM_CUDA_ATTN_FUSED=on run models_test_fused_attention 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
@@ -80,17 +83,23 @@ HELIUM_CUDA_CLUSTER_MERGE=16 run models_test_cluster_merge 120 "$BIN/models_test
 # The goldens with row groups of 4-16 packed by the block scheduler (the multi-row spread is the default;
 # cuda_matmul_test checks that the two give the same bits).
 HELIUM_CUDA_MMA_SPREAD_ROWS=off run models_test_no_spread_rows 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
-# CHECK_XSHARED=1: the op tests, the fused-layer tests and the goldens on the x-shared multi-row kernel (off by
-# default; cuda_matmul_test's XSharedKernelHasTheDefaultKernelsBits runs in every check), then batched decode
-# at 8, 16 and 32 rows with it and without.
+fi
+# CHECK_XSHARED=1: the fused-layer tests and the goldens on the x-shared multi-row kernel with its row groups a
+# block auto (off by default; cuda_matmul_test's XSharedKernelHasTheDefaultKernelsBits runs in every check),
+# then batched decode at 16, 32 and 64 rows without it, with it, and with its row groups a block auto
+# (tok/s into xshared.json).
 if [ "${CHECK_XSHARED:-0}" = 1 ]; then
-  HELIUM_CUDA_MMA_XSHARED=auto run cuda_matmul_test_x_shared 150 "$BIN/cuda_matmul_test" --gtest_brief=1
-  HELIUM_CUDA_MMA_XSHARED=auto run cuda_fused_test_x_shared 150 "$BIN/cuda_fused_test" --gtest_brief=1
-  HELIUM_CUDA_MMA_XSHARED=auto run models_test_x_shared 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
-  for rows in 8 16 32; do
-    for x in off auto; do
-      HELIUM_CUDA_MMA_XSHARED=$x run "bench_decode_batch${rows}_x_shared_$x" 120 "$BIN/helium_bench_decode" --device cuda \
-        --config bench/configs/qwen3-8b --contexts 1024 --tokens 128 --runs 1 --prefill 0 --batch "$rows"
+  HELIUM_CUDA_MMA_XSHARED=auto HELIUM_CUDA_MMA_XSHARED_GROUPS=auto run cuda_fused_test_x_shared 150 "$BIN/cuda_fused_test" --gtest_brief=1
+  HELIUM_CUDA_MMA_XSHARED=auto HELIUM_CUDA_MMA_XSHARED_GROUPS=auto run models_test_x_shared 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
+  for rows in 16 32 64; do
+    for variant in off:HELIUM_CUDA_MMA_XSHARED=off auto:HELIUM_CUDA_MMA_XSHARED=auto \
+      grouped:HELIUM_CUDA_MMA_XSHARED=auto+HELIUM_CUDA_MMA_XSHARED_GROUPS=auto; do
+      name=${variant%%:*}
+      variant_env "${variant#*:}"
+      rm -f /tmp/xs.json
+      run "bench_decode_batch${rows}_x_shared_$name" 60 env "${env_args[@]}" "$BIN/helium_bench_decode" --device cuda \
+        --config bench/configs/qwen3-8b --contexts 1024 --tokens 64 --runs 1 --prefill 0 --batch "$rows" --json /tmp/xs.json &&
+        python3 -c "import json; d=json.load(open('/tmp/xs.json'))['decode'][0]; print(json.dumps({'rows': $rows, 'variant': '$name', 'tok_s': round(d['tok_s'],2), 'ceiling': round(d['ceiling_tok_s'],2), 'ratio': round(d['ratio'],3)}))" >>"$OUT/xshared.json" 2>>"$LOG"
     done
   done
 fi
