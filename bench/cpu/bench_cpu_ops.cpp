@@ -1,7 +1,9 @@
 // bench/cpu/bench_cpu_ops.cpp — times the CPU backend's matmul on decode (1 row) and prefill (64 rows)
 // shapes of Qwen3-0.6B with BF16 weights, and prints the weight traffic in GB/s beside the machine's
 // measured read bandwidth (a multi-threaded read over 1 GiB), the ceiling a decode matmul can reach.
-// Also times attention for one decode row at 1K/4K/16K keys (KV bytes read per second, same ceiling).
+// Also times attention for one decode row at 1K/4K/16K keys (KV bytes read per second, same ceiling), and
+// the host sampler's draw (sample_token, T 0.7 / top_p 0.95) over a 151,936-logit row, flat and peaked,
+// beside the time one thread takes to read the row once.
 // Prefill rows reuse each weight tile from cache, so their GB/s is far below the ceiling by design; their
 // figure of merit is GFLOP/s.
 // Each call reads a different copy of the weights (together far larger than any last-level cache), as
@@ -27,6 +29,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "sample/sampler.h"
 
 namespace helium {
 namespace {
@@ -232,6 +235,41 @@ AttentionResult time_attention_decode(CpuBackend& cpu, int64_t context, bool qui
   return {context, sec * 1e3, 2.0 * context * slot_bytes / sec / 1e9};
 }
 
+struct SampleResult {
+  std::string row;
+  double ms, floor_ms;
+};
+
+// One host draw (sample_token) over a Qwen-sized row of logits at a coding agent's settings (T 0.7, top_p
+// 0.95), u varied per draw. "flat": logits N(0, 0.02), as the dummy weights give (top_p reaches past the
+// best 1,024 candidates, so the whole row is ranked); "peaked": N(0, 3), as a trained model's rows are.
+SampleResult time_sample(const char* kind, float spread, double read_gbps, bool quick) {
+  const int64_t vocab = 151936;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, spread);
+  std::vector<float> row(static_cast<size_t>(vocab));
+  for (float& x : row) x = dist(rng);
+  SamplingParams p;
+  p.temperature = 0.7f;
+  p.top_p = 0.95f;
+  SamplerScratch scratch;
+  int64_t sink = 0;
+  int draw = 0;
+  auto call = [&] { sink += sample_token(row, p, {}, 0, (draw++ % 97 + 0.5) / 97.0, scratch); };
+  call();
+  auto t0 = Clock::now();
+  call();
+  const int calls = std::max(1, static_cast<int>(0.05 / std::max(seconds_since(t0), 1e-7)));
+  std::vector<double> per_call;
+  for (int sample = 0; sample < (quick ? 3 : 7); ++sample) {
+    t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) call();
+    per_call.push_back(seconds_since(t0) / calls);
+  }
+  if (sink < 0) std::printf("%lld\n", static_cast<long long>(sink));  // keeps the draws
+  return {kind, median(per_call) * 1e3, vocab * 4.0 / (read_gbps * 1e9) * 1e3};
+}
+
 int run(const Options& opt) {
   Result<std::unique_ptr<CpuBackend>> cpu = CpuBackend::create(opt.threads, opt.isa);
   if (!cpu) {
@@ -274,6 +312,14 @@ int run(const Options& opt) {
     attention.push_back(r);
   }
 
+  std::printf("\n%-40s %10s %22s\n", "host draw, 151,936 logits, T 0.7 top_p 0.95", "ms/draw", "row read once (1 thread)");
+  std::vector<SampleResult> sampling;
+  for (const auto& [kind, spread] : {std::pair<const char*, float>{"flat", 0.02f}, {"peaked", 3.0f}}) {
+    SampleResult r = time_sample(kind, spread, bw.read_one_stream_gbps, opt.quick);
+    std::printf("%-40s %10.3f %19.3f ms\n", r.row.c_str(), r.ms, r.floor_ms);
+    sampling.push_back(r);
+  }
+
   if (!opt.json_path.empty()) {
     nlohmann::json j;
     j["backend"] = (*cpu)->name();
@@ -302,6 +348,14 @@ int run(const Options& opt) {
                                        {"ms_per_call", r.ms},
                                        {"kv_gbps", r.kv_gbps},
                                        {"fraction_of_read_ceiling", r.kv_gbps / bw.read_gbps}});
+    for (const SampleResult& r : sampling)
+      j["sample_draw"].push_back({{"row", r.row},
+                                  {"vocab", 151936},
+                                  {"temperature", 0.7},
+                                  {"top_p", 0.95},
+                                  {"ms_per_draw", r.ms},
+                                  {"row_read_once_ms", r.floor_ms},
+                                  {"fraction_of_read_ceiling", r.floor_ms / r.ms}});
     std::ofstream out(opt.json_path);
     out << j.dump(2) << "\n";
     if (!out) {
