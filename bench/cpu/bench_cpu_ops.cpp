@@ -43,6 +43,22 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Seconds per call of `call` (already warmed up): the median of 3 (quick) or 7 samples of about 50 ms of
+// calls each, at least one call a sample.
+template <class F>
+double seconds_per_call(F&& call, bool quick) {
+  auto t0 = Clock::now();
+  call();
+  const int calls = std::max(1, static_cast<int>(0.05 / std::max(seconds_since(t0), 1e-7)));
+  std::vector<double> per_call;
+  for (int sample = 0; sample < (quick ? 3 : 7); ++sample) {
+    t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) call();
+    per_call.push_back(seconds_since(t0) / calls);
+  }
+  return median(per_call);
+}
+
 struct Options {
   int threads = 0;
   std::optional<CpuIsa> isa;
@@ -161,19 +177,7 @@ MatmulResult time_matmul(CpuBackend& cpu, const MatmulShape& shape, int64_t rows
     cpu.matmul(xt, wt, Tensor(), yt);
   };
   for (size_t i = 0; i < copies; ++i) call();  // warm-up: one round over all copies
-
-  // Calls per sample: about 50 ms of work, at least one call.
-  auto t0 = Clock::now();
-  call();
-  const double one = seconds_since(t0);
-  const int calls = std::max(1, static_cast<int>(0.05 / std::max(one, 1e-7)));
-  std::vector<double> per_call;
-  for (int sample = 0; sample < (quick ? 3 : 7); ++sample) {
-    t0 = Clock::now();
-    for (int i = 0; i < calls; ++i) call();
-    per_call.push_back(seconds_since(t0) / calls);
-  }
-  const double s = median(per_call);
+  const double s = seconds_per_call(call, quick);
   return {shape.name, rows, shape.k, shape.n, s * 1e3, w_bytes / s / 1e9, 2.0 * rows * shape.n * shape.k / s / 1e9};
 }
 
@@ -222,16 +226,7 @@ AttentionResult time_attention_decode(CpuBackend& cpu, int64_t context, bool qui
                   Tensor(out.data(), DType::F32, {1, q_dim}));
   };
   for (int64_t i = 0; i < copies; ++i) call();
-  auto t0 = Clock::now();
-  call();
-  const int calls = std::max(1, static_cast<int>(0.05 / std::max(seconds_since(t0), 1e-7)));
-  std::vector<double> per_call;
-  for (int sample = 0; sample < (quick ? 3 : 7); ++sample) {
-    t0 = Clock::now();
-    for (int i = 0; i < calls; ++i) call();
-    per_call.push_back(seconds_since(t0) / calls);
-  }
-  const double sec = median(per_call);
+  const double sec = seconds_per_call(call, quick);
   return {context, sec * 1e3, 2.0 * context * slot_bytes / sec / 1e9};
 }
 
@@ -257,17 +252,9 @@ SampleResult time_sample(const char* kind, float spread, double read_gbps, bool 
   int draw = 0;
   auto call = [&] { sink += sample_token(row, p, {}, 0, (draw++ % 97 + 0.5) / 97.0, scratch); };
   call();
-  auto t0 = Clock::now();
-  call();
-  const int calls = std::max(1, static_cast<int>(0.05 / std::max(seconds_since(t0), 1e-7)));
-  std::vector<double> per_call;
-  for (int sample = 0; sample < (quick ? 3 : 7); ++sample) {
-    t0 = Clock::now();
-    for (int i = 0; i < calls; ++i) call();
-    per_call.push_back(seconds_since(t0) / calls);
-  }
+  const double sec = seconds_per_call(call, quick);
   if (sink < 0) std::printf("%lld\n", static_cast<long long>(sink));  // keeps the draws
-  return {kind, median(per_call) * 1e3, vocab * 4.0 / (read_gbps * 1e9) * 1e3};
+  return {kind, sec * 1e3, vocab * 4.0 / (read_gbps * 1e9) * 1e3};
 }
 
 int run(const Options& opt) {
