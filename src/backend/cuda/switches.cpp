@@ -2,7 +2,9 @@
 #include "backend/cuda/switches.h"
 
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 namespace helium::cuda {
 
