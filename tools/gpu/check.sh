@@ -99,7 +99,7 @@ if [ "${CHECK_XSHARED:-0}" = 1 ]; then
       rm -f /tmp/xs.json
       run "bench_decode_batch${rows}_x_shared_$name" 60 env "${env_args[@]}" "$BIN/helium_bench_decode" --device cuda \
         --config bench/configs/qwen3-8b --contexts 1024 --tokens 64 --runs 1 --prefill 0 --batch "$rows" --json /tmp/xs.json &&
-        python3 -c "import json; d=json.load(open('/tmp/xs.json'))['decode'][0]; print(json.dumps({'rows': $rows, 'variant': '$name', 'tok_s': round(d['tok_s'],2), 'ceiling': round(d['ceiling_tok_s'],2), 'ratio': round(d['ratio'],3)}))" >>"$OUT/xshared.json" 2>>"$LOG"
+        batch_summary /tmp/xs.json "$rows" "$name" >>"$OUT/xshared.json" 2>>"$LOG"
     done
   done
 fi

@@ -1,4 +1,4 @@
-# tools/gpu/common.sh — what check.sh and quick.sh share; sourced, not run.
+# tools/gpu/common.sh — what check.sh, quick.sh and xshared_ab.sh share; sourced, not run.
 
 # variant_env "VAR=v+VAR=v": the settings of one sweep variant, as env's arguments, into the array env_args.
 variant_env() {
@@ -32,4 +32,10 @@ run() {
   timeout "$limit" "$@" >>"$LOG" 2>&1
   local rc=$?
   echo "=== $name: exit $rc in $((SECONDS - t0)) s" | tee -a "$LOG"
+}
+
+# batch_summary JSON ROWS NAME: one line of a batched decode run (helium_bench_decode --batch ROWS --json JSON)
+# for the A/B tables: rows, variant, tok/s of all rows, the batch's ceiling and the ratio.
+batch_summary() {
+  python3 -c "import json, sys; d = json.load(open(sys.argv[1]))['decode'][0]; print(json.dumps({'rows': int(sys.argv[2]), 'variant': sys.argv[3], 'tok_s': round(d['tok_s'], 2), 'ceiling': round(d['ceiling_tok_s'], 2), 'ratio': round(d['ratio'], 3)}))" "$1" "$2" "$3"
 }

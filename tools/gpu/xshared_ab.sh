@@ -20,7 +20,7 @@ for rows in ${XS_ROWS:-16 32 64 8}; do
     name=${variant%%:*}
     variant_env "${variant#*:}"
     run "batch${rows}_$name" 60 env "${env_args[@]}" $D --tokens 64 --batch "$rows" --json "/tmp/b_${rows}_$name.json"
-    python3 -c "import json; d=json.load(open('/tmp/b_${rows}_$name.json'))['decode'][0]; print(json.dumps({'rows': $rows, 'variant': '$name', 'tok_s': round(d['tok_s'],2), 'ceiling': round(d['ceiling_tok_s'],2), 'ratio': round(d['ratio'],3)}))" >>"$OUT/batch.json" 2>>"$LOG"
+    batch_summary "/tmp/b_${rows}_$name.json" "$rows" "$name" >>"$OUT/batch.json" 2>>"$LOG"
   done
 done
 cat "$OUT/batch.json"
