@@ -98,7 +98,7 @@ void Backend::select_candidates(const Tensor& logits, const Tensor& temperatures
   const int64_t rows = logits.rank == 0 ? 0 : logits.numel() / logits.shape[logits.rank - 1];
   const int64_t n = rows == 0 ? 0 : logits.shape[logits.rank - 1];
   const int64_t cap = x.rank == 0 ? 0 : x.shape[x.rank - 1];
-  std::vector<std::pair<float, int32_t>> c;
+  std::vector<ScoredToken> c, best;
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = logits.as<float>() + r * n;
     const float t = temperatures.as<float>()[r];
@@ -108,11 +108,11 @@ void Backend::select_candidates(const Tensor& logits, const Tensor& temperatures
     valid.as<int32_t>()[r] = static_cast<int32_t>(c.size());
     if (totals.data != nullptr) totals.as<double>()[r] = softmax_total(std::span<const float>(row, static_cast<size_t>(n)), t);
     const auto keep = std::min<size_t>(c.size(), static_cast<size_t>(top_k.as<int32_t>()[r]));
-    std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(keep), c.end(), ranks_before);
+    rank_best(c, static_cast<int64_t>(keep), best);
     count.as<int32_t>()[r] = static_cast<int32_t>(keep);
     for (size_t i = 0; i < keep && static_cast<int64_t>(i) < cap; ++i) {
-      x.as<float>()[r * cap + static_cast<int64_t>(i)] = c[i].first;
-      ids.as<int32_t>()[r * cap + static_cast<int64_t>(i)] = c[i].second;
+      x.as<float>()[r * cap + static_cast<int64_t>(i)] = best[i].first;
+      ids.as<int32_t>()[r * cap + static_cast<int64_t>(i)] = best[i].second;
     }
   }
 }

@@ -130,10 +130,17 @@ void with_fma(F&& f) {
 }
 #endif
 
+// The softmax terms of a row against a given x_max: terms[t] = exp_det(x - x_max) for x = logits[t] /
+// temperature (a float division) where logits[t] > -inf, 0 for -inf and NaN logits; returns their total in
+// TreeSum's tree. terms may be null (the total only). Computed four logits at a time where the CPU has
+// AVX2 and FMA (the same operations, so the same bits; `simd` false keeps the scalar loop, for tests).
+double softmax_row_terms(std::span<const float> logits, float temperature, float x_max, double* terms,
+                         bool simd = true);
+
 // The softmax total of a row of logits: the terms exp_det(x - x_max) of every x = logit / temperature
 // (a float division) over the logits > -inf, x_max their largest, summed in TreeSum's tree (0 for a row
 // without one; the terms, and so the total, are 0 when x_max is +inf).
-double softmax_total(std::span<const float> logits, float temperature);
+double softmax_total(std::span<const float> logits, float temperature, bool simd = true);
 #endif
 
 }  // namespace helium

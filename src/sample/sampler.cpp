@@ -29,15 +29,6 @@ namespace {
 using Candidate = ScoredToken;
 constexpr int64_t kRankFirst = 1024;  // candidates ranked before the draw looks for more
 
-// A key whose ascending order is x's descending order, equal for +0 and -0 (they compare equal).
-uint32_t descending_key(float x) {
-  if (x == 0.0f) x = 0.0f;
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof(u));
-  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // ascending in x
-  return ~u;
-}
-
 // Sorts c (built in increasing id) into the candidate order: a stable LSD radix sort on descending_key,
 // three passes of 11 bits, so equal values keep their increasing ids — the order std::sort with `ranks_before`
 // gives, in linear time.
@@ -225,10 +216,7 @@ int32_t sample_token(std::span<const float> row, const SamplingParams& p, std::s
   }
   s.term_of_id.resize(static_cast<size_t>(vocab));
   double* term_of_id = s.term_of_id.data();
-  softmax_terms(c, x_max, term_of_id);  // c is in increasing id
-  TreeSum sum;
-  for (const Candidate& e : c) sum.add(e.second, term_of_id[e.second]);
-  const double total = sum.total();
+  const double total = softmax_row_terms(logits, p.temperature, x_max, term_of_id);
   // The first n of the ranked `r` summed in the tree: a sort of their ids when they are few, else a pass
   // over the vocabulary taking the candidates ranked at or above the n-th (the same ids, the same order).
   auto set_sum = [&](std::span<const Candidate> r, int64_t n) {
@@ -244,8 +232,7 @@ int32_t sample_token(std::span<const float> row, const SamplingParams& p, std::s
   };
   if (valid > kRankFirst) {  // rank the best kRankFirst first
     auto& best = s.sort_buffer;
-    best.resize(static_cast<size_t>(kRankFirst));
-    std::partial_sort_copy(c.begin(), c.end(), best.begin(), best.end(), ranks_before);
+    rank_best(c, kRankFirst, best);
     const int32_t token =
         draw_from_prefix(best, valid, term_of_id, total, p, u, [&](int64_t n) { return set_sum(best, n); });
     if (token >= 0) return token;

@@ -336,8 +336,57 @@ TEST(Sampler, SoftmaxTotalIsTheTreeSumOfTheTerms) {
       if (logits[static_cast<size_t>(id)] > -INFINITY)
         want.add(id, exp_det(static_cast<double>(logits[static_cast<size_t>(id)] / t) - x_max));
     EXPECT_EQ(softmax_total(logits, t), want.total()) << "trial " << trial;
+    EXPECT_EQ(softmax_total(logits, t, /*simd=*/false), want.total()) << "trial " << trial;
   }
   EXPECT_EQ(softmax_total(std::vector<float>(10, -INFINITY), 1.0f), 0.0);
+  EXPECT_EQ(softmax_total(std::vector<float>(10, -INFINITY), 1.0f, false), 0.0);
+}
+
+// softmax_row_terms (four lanes at a time where the CPU has AVX2 and FMA, else one) writes exp_det's bits
+// for every id and 0 for -inf and NaN, and returns the tree's total, on rows that reach every branch: d
+// densely over (-800, 0] (the lanes' range ends at -708, exp_det's underflow at -745), x overflowing to
+// ±inf, a +inf logit (x_max +inf: NaN differences), signed zeros, sizes that are not whole groups or lanes.
+TEST(Sampler, RowTermsAreExpDetsBitsInEveryLane) {
+  std::mt19937 rng(23);
+  int checked = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const int vocab = std::array<int, 6>{1, 3, 64, 67, 4099, 151936}[trial % 6];
+    const float t = std::array<float, 4>{1.0f, 0.7f, 1e-3f, 2.5f}[trial / 6];
+    std::uniform_real_distribution<float> spread(-800.0f, 0.0f);
+    std::vector<float> logits(static_cast<size_t>(vocab));
+    for (size_t i = 0; i < logits.size(); ++i) {
+      logits[i] = spread(rng) * t;  // x = logit / t spans d over (-800, 0]
+      const int kind = std::uniform_int_distribution<int>(0, 39)(rng);
+      if (kind == 0) logits[i] = -INFINITY;
+      if (kind == 1) logits[i] = std::nanf("");
+      if (kind == 2) logits[i] = i % 2 ? 0.0f : -0.0f;
+      if (kind == 3 && t < 0.01f) logits[i] = -3e38f;  // x = -inf
+    }
+    if (trial % 5 == 4) logits[logits.size() / 2] = INFINITY;
+    float x_max = -INFINITY;
+    for (float l : logits)
+      if (l > -INFINITY) x_max = std::max(x_max, l / t);
+    TreeSum want_total;
+    std::vector<double> want(logits.size(), 0.0);
+    for (size_t id = 0; id < logits.size(); ++id) {
+      if (!(logits[id] > -INFINITY)) continue;
+      want[id] = exp_det(static_cast<double>(logits[id] / t) - x_max);
+      want_total.add(static_cast<int64_t>(id), want[id]);
+    }
+    const double total = want_total.total();
+    for (bool simd : {true, false}) {
+      std::vector<double> got(logits.size(), -1.0);
+      const double got_total = softmax_row_terms(logits, t, x_max, got.data(), simd);
+      EXPECT_EQ(std::bit_cast<uint64_t>(got_total), std::bit_cast<uint64_t>(total)) << "trial " << trial << " simd " << simd;
+      EXPECT_EQ(std::bit_cast<uint64_t>(softmax_row_terms(logits, t, x_max, nullptr, simd)), std::bit_cast<uint64_t>(total));
+      for (size_t id = 0; id < logits.size(); ++id)
+        ASSERT_EQ(std::bit_cast<uint64_t>(got[id]), std::bit_cast<uint64_t>(want[id]))
+            << "trial " << trial << " simd " << simd << " id " << id << " logit " << logits[id];
+      EXPECT_EQ(std::bit_cast<uint64_t>(softmax_total(logits, t, simd)), std::bit_cast<uint64_t>(total)) << "trial " << trial;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 48);
 }
 
 // Without top_k, sample_from_candidates on a superset of the row's best 256 and the row's total gives
