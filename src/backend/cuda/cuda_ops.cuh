@@ -235,22 +235,26 @@ struct Context {
   // 1,773.0 and 1,775.7 / 1,779.2, 32 rows 1,989.4 / 1,984.2. Not yet timed on an H200.
   bool mma_spread_rows = true;
   mutable int64_t mma_spread_rows_launches = 0;  // launches it padded (for tests)
-  // Launches of 9-64 rows (auto) or 5-64 (a set tile count) on the x-shared tensor-core kernel (matmul.cu,
-  // matmul_mma_xs_kernel: a block of W warps takes W 16-feature tiles of one row group, one copy of x's split
-  // a stage for all of them, instead of a copy per warp): 0 off, 1 / 2 / 4 that many tiles a block, -1 four
-  // or two by the launch's items, row groups of 16 only. HELIUM_CUDA_MMA_XSHARED=off|auto|1|2|4. The same bits
-  // as the default kernel (cuda_matmul_test). Off by default until it wins in the decode: at 16 rows the
-  // default kernel's L2 delivers three bytes of x and weights for every weight byte (six at 32 rows), this one
-  // 1.5 at W = 4 (three at 32). mma_x_shared_stages: its ring depth (4, 8, 12 or 16; 0: the deepest that
-  // keeps ceil(items / multiprocessors) blocks a multiprocessor), for tests.
-  int mma_x_shared = 0;
+  // Launches on the x-shared tensor-core kernel (matmul.cu, matmul_mma_xs_kernel: a block of W warps takes W
+  // 16-feature tiles of G row groups, one copy of x's split a stage for all of them, instead of a copy per
+  // warp): 0 off; kXSharedWide (the default) launches of more than 32 rows (three or four row groups of 16)
+  // with W and G by the launch's items; -1 (auto) every launch of row groups of 16 (9-64 rows), W by its
+  // items; 1 / 2 / 4 that many tiles a block, launches of 5-64 rows. HELIUM_CUDA_MMA_XSHARED=off|wide|auto|
+  // 1|2|4. The same bits as the default kernel (cuda_matmul_test). Where it pays (H100, batched decode at 1K,
+  // thirty-second session, docs/benchmarks.md): with G up to 4 the weights stream once for 33-64 rows instead
+  // of three or four times, +15-34% there (64 rows 1,988 -> 2,620 tok/s, 33 rows 1,421 -> 1,666); at 32 rows
+  // (G = 2) 1,935 -> 1,887 and at 16 (G = 1) 1,728 -> 1,017, hence only past 32 rows. mma_x_shared_stages:
+  // its ring depth (4, 8, 12 or 16; 0: the deepest that keeps ceil(items / multiprocessors) blocks a
+  // multiprocessor), for tests.
+  static constexpr int kXSharedWide = -2;
+  int mma_x_shared = kXSharedWide;
   int mma_x_shared_stages = 0;
   mutable int64_t mma_x_shared_launches = 0;  // (for tests)
-  // Row groups of 16 a block of the x-shared kernel (1, 2 or 4; 0: as many as the launch has, up to 4):
-  // warp (t, g) of W · G takes tile t for row group g, so one stage's weights serve G row groups — at 64
-  // rows the weights are streamed once, not four times (the L2 then delivers 3 bytes a weight byte at W =
-  // 4, not 6 or 12). HELIUM_CUDA_MMA_XSHARED_GROUPS=auto|1|2|4. The same bits (cuda_matmul_test).
-  int mma_x_shared_groups = 1;
+  // Row groups of 16 a block of the x-shared kernel (1, 2 or 4; 0, the default: as many as the launch has,
+  // up to 4): warp (t, g) of W · G takes tile t for row group g, so one stage's weights serve G row groups —
+  // at 64 rows the weights are streamed once, not four times (the L2 then delivers 3 bytes a weight byte at
+  // W = 4, not 6 or 12). HELIUM_CUDA_MMA_XSHARED_GROUPS=auto|1|2|4. The same bits (cuda_matmul_test).
+  int mma_x_shared_groups = 0;
   mutable int64_t mma_x_shared_grouped_launches = 0;  // launches with G > 1 (for tests)
   // Diagnostic only (helium_bench_cuda_matmul --chain): when set, each block of a decode matmul writes
   // kMatmulTraceEvents %globaltimer stamps to matmul_trace[block · kMatmulTraceEvents + event] (matmul.cu).

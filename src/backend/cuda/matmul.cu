@@ -2128,9 +2128,15 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
   const bool pairs = p.act != nullptr;
   const int64_t positions = pairs ? p.half_n : shape.n, per_item = pairs ? kMmaFeatures / 2 : kMmaFeatures;
   // The x-shared kernel: any row group of 8 or 16 at a set tile count, row groups of 16 with auto (at 8 rows
-  // the default kernel streamed 84-100% of copy on the large shapes, first call of the thirtieth session).
-  if (prologue == nullptr && (c.mma_x_shared > 0 ? row_group >= 8 : c.mma_x_shared < 0 && row_group == 16)) {
-    launch_mma_x_shared(c, p, shape, row_group, (positions + per_item - 1) / per_item, c.mma_x_shared);
+  // the default kernel streamed 84-100% of copy on the large shapes, first call of the thirtieth session),
+  // three or four of them with wide (Context::mma_x_shared).
+  const bool x_shared = c.mma_x_shared > 0                    ? row_group >= 8
+                        : c.mma_x_shared == -1                ? row_group == 16
+                        : c.mma_x_shared == c.kXSharedWide ? shape.rows > 2 * kMaxMmaRowGroup
+                                                              : false;
+  if (prologue == nullptr && x_shared) {
+    launch_mma_x_shared(c, p, shape, row_group, (positions + per_item - 1) / per_item,
+                        c.mma_x_shared > 0 ? c.mma_x_shared : -1);
     return;
   }
   // One row: the RG 1 instance at Context::mma_one_row_stages, where it fits.

@@ -564,8 +564,18 @@ TEST_F(CudaMatmulTest, XSharedKernelHasTheDefaultKernelsBits) {
     g.ctx.mma_x_shared = 0;
     std::map<int64_t, std::vector<float>> expected;
     for (int64_t rows : rows_to_check) expected[rows] = p.run(g, rows);
-    for (const auto& [warps, groups] : std::vector<std::pair<int, int>>{
-             {-1, 1}, {1, 1}, {2, 1}, {4, 1}, {-1, 0}, {1, 2}, {2, 2}, {4, 2}, {1, 4}, {2, 4}, {4, 4}}) {
+    for (const auto& [warps, groups] : std::vector<std::pair<int, int>>{{cuda::Context::kXSharedWide, 0},
+                                                                         {-1, 1},
+                                                                         {1, 1},
+                                                                         {2, 1},
+                                                                         {4, 1},
+                                                                         {-1, 0},
+                                                                         {1, 2},
+                                                                         {2, 2},
+                                                                         {4, 2},
+                                                                         {1, 4},
+                                                                         {2, 4},
+                                                                         {4, 4}}) {
       g.ctx.mma_x_shared = warps;
       g.ctx.mma_x_shared_groups = groups;
       const int64_t launches = g.ctx.mma_x_shared_launches, grouped = g.ctx.mma_x_shared_grouped_launches;
@@ -580,16 +590,18 @@ TEST_F(CudaMatmulTest, XSharedKernelHasTheDefaultKernelsBits) {
         const std::vector<float> e = exact.run(g, rows);
         ASSERT_TRUE(check_against_reference(exact, rows, e, {0, 4, rows - 1}, nullptr, what + " on integers"));
       }
-      // auto takes row groups of 16 only (9 rows and more); a set tile count 8 too
-      const int64_t taken = warps < 0 ? std::count_if(rows_to_check.begin(), rows_to_check.end(), [](int64_t r) { return r > 8; })
-                                       : static_cast<int64_t>(rows_to_check.size());
+      // wide takes three or four row groups of 16 (33 rows and more), auto row groups of 16 (9 rows and
+      // more), a set tile count row groups of 8 too
+      const int64_t least = warps == cuda::Context::kXSharedWide ? 33 : warps < 0 ? 9 : 5;
+      const int64_t taken = std::count_if(rows_to_check.begin(), rows_to_check.end(), [&](int64_t r) { return r >= least; });
       EXPECT_EQ(g.ctx.mma_x_shared_launches - launches, 2 * taken) << what;
-      // two or more row groups of 16 (17 rows and more) take G > 1 when it is set or auto
-      const int64_t multi = std::count_if(rows_to_check.begin(), rows_to_check.end(), [](int64_t r) { return r > 16; });
+      // two or more row groups of 16 (17 rows and more) on the kernel take G > 1 when it is set or auto
+      const int64_t multi = std::count_if(rows_to_check.begin(), rows_to_check.end(),
+                                          [&](int64_t r) { return r > 16 && r >= least; });
       EXPECT_EQ(g.ctx.mma_x_shared_grouped_launches - grouped, groups == 1 ? 0 : 2 * multi) << what;
       ASSERT_TRUE(check_batch_invariance(g, p, nullptr, rows_to_check, what));
     }
-    g.ctx.mma_x_shared_groups = 1;
+    g.ctx.mma_x_shared_groups = cuda::Context{}.mma_x_shared_groups;
   }
   // Every ring depth (the launch picks one by the items; here each is set), on a shape whose k ends inside a
   // step and whose tiles do not fill the last block.
@@ -613,7 +625,7 @@ TEST_F(CudaMatmulTest, XSharedKernelHasTheDefaultKernelsBits) {
           EXPECT_TRUE(same_bits(y64.data(), expected64.data(), 64 * n, &j)) << what << "64 rows: element " << j;
         }
     g.ctx.mma_x_shared_stages = 0;
-    g.ctx.mma_x_shared_groups = 1;
+    g.ctx.mma_x_shared_groups = cuda::Context{}.mma_x_shared_groups;
   }
   // Through the store's residual add (64 rows, four tiles a block; one and four row groups).
   const int64_t n = 1000, k = 4096, rows = 64;
@@ -628,8 +640,8 @@ TEST_F(CudaMatmulTest, XSharedKernelHasTheDefaultKernelsBits) {
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_EQ(bits_of(got[i]), bits_of(residual[i] + product[i])) << "element " << i << ", x-shared " << warps;
   }
-  g.ctx.mma_x_shared = 0;
-  g.ctx.mma_x_shared_groups = 1;
+  g.ctx.mma_x_shared = cuda::Context{}.mma_x_shared;
+  g.ctx.mma_x_shared_groups = cuda::Context{}.mma_x_shared_groups;
 }
 
 // The one-row instance of the tensor-core kernel (Context::mma_one_row_stages: x's two split rows per
@@ -907,6 +919,7 @@ TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
                {"HELIUM_CUDA_MMA_BLOCKS", "2", &cuda::Context::mma_one_row_blocks, 2},
                {"HELIUM_CUDA_MMA_XSHARED", "auto", &cuda::Context::mma_x_shared, -1},
                {"HELIUM_CUDA_MMA_XSHARED", "off", &cuda::Context::mma_x_shared, 0},
+               {"HELIUM_CUDA_MMA_XSHARED", "wide", &cuda::Context::mma_x_shared, cuda::Context::kXSharedWide},
                {"HELIUM_CUDA_MMA_XSHARED", "4", &cuda::Context::mma_x_shared, 4},
                {"HELIUM_CUDA_MMA_XSHARED_STAGES", "16", &cuda::Context::mma_x_shared_stages, 16},
                {"HELIUM_CUDA_MMA_XSHARED_STAGES", "", &cuda::Context::mma_x_shared_stages, 0},
@@ -916,6 +929,7 @@ TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
     ASSERT_EQ(setenv(t.name, t.value, 1), 0);
     cuda::Context c;
     c.mma_x_shared = 2;  // so that "off" and "" are told apart from the default
+    c.mma_x_shared_groups = 2;  // and "auto"
     const Status s = cuda::read_matmul_switches(c);
     EXPECT_TRUE(s.is_ok()) << t.name << "=" << t.value << ": " << s.message();
     EXPECT_EQ(c.*t.field, t.expected) << t.name << "=" << t.value;
