@@ -237,17 +237,20 @@ struct Context {
   mutable int64_t mma_spread_rows_launches = 0;  // launches it padded (for tests)
   // Launches on the x-shared tensor-core kernel (matmul.cu, matmul_mma_xs_kernel: a block of W warps takes W
   // 16-feature tiles of G row groups, one copy of x's split a stage for all of them, instead of a copy per
-  // warp): 0 off; kXSharedWide (the default) launches of more than 32 rows (three or four row groups of 16)
-  // with W and G by the launch's items; -1 (auto) every launch of row groups of 16 (9-64 rows), W by its
-  // items; 1 / 2 / 4 that many tiles a block, launches of 5-64 rows. HELIUM_CUDA_MMA_XSHARED=off|wide|auto|
-  // 1|2|4. The same bits as the default kernel (cuda_matmul_test). Where it pays (H100, batched decode at 1K,
-  // thirty-second session, docs/benchmarks.md): with G up to 4 the weights stream once for 33-64 rows instead
-  // of three or four times, +15-34% there (64 rows 1,988 -> 2,620 tok/s, 33 rows 1,421 -> 1,666); at 32 rows
-  // (G = 2) 1,935 -> 1,887 and at 16 (G = 1) 1,728 -> 1,017, hence only past 32 rows. mma_x_shared_stages:
-  // its ring depth (4, 8, 12 or 16; 0: the deepest that keeps ceil(items / multiprocessors) blocks a
-  // multiprocessor), for tests.
+  // warp): 0 off; kXSharedTuned (the default) per shape, launches of at least the row groups of 16 from which
+  // the start-up tuner timed it faster on this GPU (MatmulDecodeShapeConfig::x_shared_from_groups, tune.cpp),
+  // and for a shape the tuner has not timed the wide rule; kXSharedWide launches of more than 32 rows (three
+  // or four row groups of 16); both with W and G by the launch's items; -1 (auto) every launch of row groups
+  // of 16 (9-64 rows), W by its items; 1 / 2 / 4 that many tiles a block, launches of 5-64 rows.
+  // HELIUM_CUDA_MMA_XSHARED=off|tuned|wide|auto|1|2|4. The same bits as the default kernel (cuda_matmul_test).
+  // Where it pays (H100, batched decode at 1K, thirty-second session, docs/benchmarks.md): with G up to 4 the
+  // weights stream once for 33-64 rows instead of three or four times, +15-34% there (64 rows 1,988 -> 2,620
+  // tok/s, 33 rows 1,421 -> 1,666); at 32 rows (G = 2) 1,935 -> 1,887 and at 16 (G = 1) 1,728 -> 1,017: the
+  // wide rule, which the tuner's timings replace per shape and GPU. mma_x_shared_stages: its ring depth (4, 8,
+  // 12 or 16; 0: the deepest that keeps ceil(items / multiprocessors) blocks a multiprocessor), for tests.
   static constexpr int kXSharedWide = -2;
-  int mma_x_shared = kXSharedWide;
+  static constexpr int kXSharedTuned = -3;
+  int mma_x_shared = kXSharedTuned;
   int mma_x_shared_stages = 0;
   mutable int64_t mma_x_shared_launches = 0;  // (for tests)
   // Row groups of 16 a block of the x-shared kernel (1, 2 or 4; 0, the default: as many as the launch has,
@@ -606,7 +609,11 @@ struct MatmulDecodeShapeConfig {
   int64_t n = 0, k = 0;
   DType w_dtype = DType::BF16;
   MatmulDecodeConfig config;
+  // Under Context::kXSharedTuned, launches of at least this many row groups of 16 (2, 3 or 4: 17, 33 or 49
+  // rows and more) run on the x-shared kernel; kXSharedNever: none; 0: not timed (the wide rule).
+  int x_shared_from_groups = 0;
 };
+inline constexpr int kXSharedNever = 5;
 struct MatmulDecodeTable {
   std::vector<MatmulDecodeShapeConfig> entries;
 };

@@ -2104,6 +2104,18 @@ void launch_mma_x_shared(const Context& c, DecodeParams p, const MatmulShape& sh
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 
+// The fewest row groups of 16 from which a launch of this shape takes the x-shared kernel under wide (three:
+// more than 32 rows) or tuned (the count the start-up tuner chose for the shape on this GPU; three for a
+// shape it has not timed).
+int x_shared_from_groups(const Context& c, const MatmulShape& shape) {
+  constexpr int kWide = 3;
+  if (c.mma_x_shared != Context::kXSharedTuned || c.matmul_decode_table == nullptr) return kWide;
+  for (const MatmulDecodeShapeConfig& e : c.matmul_decode_table->entries)
+    if (e.n == shape.n && e.k == shape.k && e.w_dtype == DType::BF16 && e.x_shared_from_groups > 0)
+      return e.x_shared_from_groups;
+  return kWide;
+}
+
 // The tensor-core kernel's launch: x's transform split into Context::matmul_scratch (split_x_kernel), then
 // the matmul with rows in groups of 4, 8 or 16 (each item streams its weights once for its group), fewer
 // stages or smaller groups where the device's shared memory is smaller (speed only).
@@ -2129,11 +2141,13 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
   const int64_t positions = pairs ? p.half_n : shape.n, per_item = pairs ? kMmaFeatures / 2 : kMmaFeatures;
   // The x-shared kernel: any row group of 8 or 16 at a set tile count, row groups of 16 with auto (at 8 rows
   // the default kernel streamed 84-100% of copy on the large shapes, first call of the thirtieth session),
-  // three or four of them with wide (Context::mma_x_shared).
-  const bool x_shared = c.mma_x_shared > 0                    ? row_group >= 8
-                        : c.mma_x_shared == -1                ? row_group == 16
-                        : c.mma_x_shared == c.kXSharedWide ? shape.rows > 2 * kMaxMmaRowGroup
-                                                              : false;
+  // three or four of them with wide, from the shape's tuned count of them with tuned (Context::mma_x_shared).
+  const bool x_shared = c.mma_x_shared > 0   ? row_group >= 8
+                        : c.mma_x_shared == -1 ? row_group == 16
+                        : c.mma_x_shared == c.kXSharedWide || c.mma_x_shared == c.kXSharedTuned
+                            ? row_group == kMaxMmaRowGroup &&
+                                  (shape.rows + row_group - 1) / row_group >= x_shared_from_groups(c, shape)
+                            : false;
   if (prologue == nullptr && x_shared) {
     launch_mma_x_shared(c, p, shape, row_group, (positions + per_item - 1) / per_item,
                         c.mma_x_shared > 0 ? c.mma_x_shared : -1);

@@ -59,8 +59,14 @@ Status read_matmul_switches(Context& ctx) {
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MMA_SPREAD", "on", "off", ctx.mma_spread));
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_MMA_SPREAD_ROWS", "on", "off", ctx.mma_spread_rows));
   HELIUM_RETURN_IF_ERROR(read_choice("HELIUM_CUDA_MMA_XSHARED",
-                                     {{"off", 0}, {"wide", Context::kXSharedWide}, {"auto", -1}, {"1", 1}, {"2", 2}, {"4", 4}},
-                                     "off, wide, auto, 1, 2 or 4", ctx.mma_x_shared));
+                                     {{"off", 0},
+                                      {"tuned", Context::kXSharedTuned},
+                                      {"wide", Context::kXSharedWide},
+                                      {"auto", -1},
+                                      {"1", 1},
+                                      {"2", 2},
+                                      {"4", 4}},
+                                     "off, tuned, wide, auto, 1, 2 or 4", ctx.mma_x_shared));
   HELIUM_RETURN_IF_ERROR(read_choice("HELIUM_CUDA_MMA_XSHARED_STAGES",
                                      {{"0", 0}, {"4", 4}, {"8", 8}, {"12", 12}, {"16", 16}}, "0, 4, 8, 12 or 16",
                                      ctx.mma_x_shared_stages));

@@ -21,8 +21,8 @@ namespace helium {
 namespace {
 
 // The rule that picks a configuration from the timings (below); a cache written under another rule is
-// timed again. 2: among equal rings, the most warps per block.
-constexpr int kSelectionRuleRevision = 2;
+// timed again. 2: among equal rings, the most warps per block; 3: each shape's x-shared row groups timed.
+constexpr int kSelectionRuleRevision = 3;
 
 std::string sanitize(std::string s) {
   for (char& c : s)
@@ -75,6 +75,23 @@ cuda::MatmulDecodeConfig cuda::choose_decode_config(std::span<const std::pair<Ma
   return best;
 }
 
+// Whether the x-shared kernel takes a shape's 17-64-row launches is timed rather than set: at 64 rows
+// (four row groups) it streams the weights once where the default kernel streams them four times, while at
+// 17-32 rows (two) it lost on an H100 (thirty-second session: batched decode at 32 rows 1,935 -> 1,887
+// tok/s), and where the crossing lies depends on the shape and the GPU. Taken from the largest count down,
+// so that more rows never leave the x-shared kernel once fewer take it.
+int cuda::choose_x_shared_from_groups(std::span<const XSharedTiming> timed) {
+  std::vector<XSharedTiming> by_groups(timed.begin(), timed.end());
+  std::sort(by_groups.begin(), by_groups.end(),
+            [](const XSharedTiming& a, const XSharedTiming& b) { return a.groups > b.groups; });
+  int from = kXSharedNever;
+  for (const XSharedTiming& t : by_groups) {
+    if (!(t.x_shared_us < t.default_us * (1.0f - kTuneTieFraction))) break;
+    from = t.groups;
+  }
+  return from;
+}
+
 std::string CudaBackend::tuning_cache_path(const std::vector<MatmulShape>& shapes) const {
   std::ostringstream key;
   // The kernel's revision: a choice timed on an earlier decode kernel is measured again, not reused.
@@ -108,6 +125,9 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
           sc.config = {c.at("features_per_lane").get<int>(), c.at("rounds_in_flight").get<int>(),
                        c.at("feature_warps").get<int>(), c.at("k_warps").get<int>(), c.at("mma_stages").get<int>()};
           if (!cuda::matmul_decode_config_valid(sc.config, sc.w_dtype)) throw std::runtime_error("invalid config");
+          sc.x_shared_from_groups = e.value("x_shared_from_groups", 0);
+          if (sc.x_shared_from_groups != 0 && (sc.x_shared_from_groups < 2 || sc.x_shared_from_groups > cuda::kXSharedNever))
+            throw std::runtime_error("invalid x-shared row groups");
           m.matmul_table.entries.push_back(sc);
         }
         m.ctx.matmul_decode_table = &m.matmul_table;
@@ -168,9 +188,50 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
     float best_us = 0;
     const cuda::MatmulDecodeConfig best =
         cuda::choose_decode_config(timed, s.dtype, cuda::matmul_decode_default_config(s.n, s.k, s.dtype), &best_us);
-    m.matmul_table.entries.push_back({s.n, s.k, s.dtype, best});
-    out["shapes"].push_back({{"n", s.n}, {"k", s.k}, {"dtype", std::string(dtype_name(s.dtype))},
-                             {"config", config_to_json(best)}, {"us", best_us}});
+    // The tensor-core configuration's multi-row launches: 32, 48 and 64 rows (as many as the backend's rows
+    // and scratch allow) on the default kernel and on the x-shared one (W and G as a launch picks them).
+    std::vector<cuda::XSharedTiming> xs_timed;
+    if (best.mma_stages > 0) {
+      struct XSharedWhileTiming {  // restored on every way out
+        int& mode;
+        const int kept = mode;
+        ~XSharedWhileTiming() { mode = kept; }
+      } x_shared{m.ctx.mma_x_shared};
+      for (int groups = 2; groups <= 4; ++groups) {
+        const int64_t rows = int64_t{16} * groups;
+        if (rows > m.ctx.max_rows || m.ctx.matmul_scratch_bytes < static_cast<size_t>(rows * s.k) * 4) break;
+        HELIUM_ASSIGN_OR_RETURN(auto xrows, allocate(static_cast<size_t>(rows * s.k) * 4));
+        HELIUM_ASSIGN_OR_RETURN(auto yrows, allocate(static_cast<size_t>(rows * s.n) * 4));
+        Tensor xr(xrows->data(), DType::F32, {rows, s.k}), yr(yrows->data(), DType::F32, {rows, s.n});
+        fill_random(xr, 3, 0.0f, 1.0f);
+        cuda::XSharedTiming t{groups};
+        for (const int mode : {0, -1}) {  // off, then auto: every launch of row groups of 16
+          m.ctx.mma_x_shared = mode;
+          for (int i = 0; i < 2; ++i) cuda::matmul_decode(m.ctx, xr, w_copy(i), Tensor(), yr, best);
+          const int reps = std::max(10, copies);
+          HELIUM_CUDA_CHECK(cudaEventRecord(start, m.ctx.stream));
+          for (int i = 0; i < reps; ++i) cuda::matmul_decode(m.ctx, xr, w_copy(i + 2), Tensor(), yr, best);
+          HELIUM_CUDA_CHECK(cudaEventRecord(stop, m.ctx.stream));
+          HELIUM_CUDA_CHECK(cudaEventSynchronize(stop));
+          float ms = 0;
+          HELIUM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+          (mode == 0 ? t.default_us : t.x_shared_us) = ms * 1000.0f / static_cast<float>(reps);
+        }
+        xs_timed.push_back(t);
+      }
+    }
+    const int xs_from = xs_timed.empty() ? 0 : cuda::choose_x_shared_from_groups(xs_timed);
+    m.matmul_table.entries.push_back({s.n, s.k, s.dtype, best, xs_from});
+    nlohmann::json entry = {{"n", s.n}, {"k", s.k}, {"dtype", std::string(dtype_name(s.dtype))},
+                            {"config", config_to_json(best)}, {"us", best_us}};
+    if (!xs_timed.empty()) {
+      entry["x_shared_from_groups"] = xs_from;
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto& t : xs_timed)
+        rows.push_back({{"rows", 16 * t.groups}, {"default_us", t.default_us}, {"x_shared_us", t.x_shared_us}});
+      entry["x_shared_timed"] = rows;
+    }
+    out["shapes"].push_back(entry);
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);

@@ -644,6 +644,42 @@ TEST_F(CudaMatmulTest, XSharedKernelHasTheDefaultKernelsBits) {
   g.ctx.mma_x_shared_groups = cuda::Context{}.mma_x_shared_groups;
 }
 
+// Under the default rule (Context::kXSharedTuned) a shape's launches take the x-shared kernel from the row
+// groups of 16 its tuned entry names (MatmulDecodeShapeConfig::x_shared_from_groups), from three (the wide
+// rule) when it has no entry or an untimed one, never with kXSharedNever; the same bits either way.
+TEST_F(CudaMatmulTest, TunedXSharedRowGroupsPickTheKernel) {
+  GpuContext g(64, 4104);
+  ASSERT_EQ(g.ctx.mma_x_shared, cuda::Context::kXSharedTuned);
+  std::mt19937 rng(43);
+  const int64_t n = 1000, k = 4104;
+  Problem p(64, n, k, random_reals(rng, static_cast<size_t>(64 * k)),
+            make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(n * k))), nullptr);
+  const std::vector<int64_t> rows_to_check = {8, 16, 17, 32, 33, 48, 49, 64};
+  g.ctx.mma_x_shared = 0;
+  std::map<int64_t, std::vector<float>> expected;
+  for (int64_t rows : rows_to_check) expected[rows] = p.run(g, rows);
+  g.ctx.mma_x_shared = cuda::Context::kXSharedTuned;
+  const MatmulDecodeConfig config = cuda::matmul_decode_default_config(n, k, DType::BF16);
+  ASSERT_GT(config.mma_stages, 0);
+  cuda::MatmulDecodeTable table;
+  for (int from : {-1, 0, 2, 3, 4, cuda::kXSharedNever}) {  // -1: no entry for the shape
+    table.entries.clear();
+    if (from >= 0) table.entries.push_back({n, k, DType::BF16, config, from});
+    g.ctx.matmul_decode_table = &table;
+    const int least_groups = from <= 0 ? 3 : from;
+    for (int64_t rows : rows_to_check) {
+      const int64_t launches = g.ctx.mma_x_shared_launches;
+      const std::vector<float> y = p.run(g, rows);
+      const bool x_shared = rows > 16 && (rows + 15) / 16 >= least_groups;
+      EXPECT_EQ(g.ctx.mma_x_shared_launches - launches, x_shared ? 1 : 0) << "from " << from << ", " << rows << " rows";
+      int64_t j = 0;
+      ASSERT_TRUE(same_bits(y.data(), expected[rows].data(), rows * n, &j))
+          << "from " << from << ", " << rows << " rows: element " << j;
+    }
+  }
+  g.ctx.matmul_decode_table = nullptr;
+}
+
 // The one-row instance of the tensor-core kernel (Context::mma_one_row_stages: x's two split rows per
 // stage, so more blocks a multiprocessor) gives one row the bits of the four-row instance at every depth
 // it has, over full and partial feature blocks and a k that ends inside a warp stage.
@@ -887,6 +923,25 @@ TEST(CudaMatmulHostTest, TunerTakesTheLargestRingThenTheMostWarps) {
   EXPECT_EQ(cuda::choose_decode_config(Timed{}, DType::BF16, fallback), fallback);
 }
 
+// The x-shared threshold (tune.h): the fewest row groups from which the x-shared kernel won by more than the
+// tie fraction at that count and every larger one; a loss at 64 rows (or no timing) means never.
+TEST(CudaMatmulHostTest, TunerTakesTheXSharedKernelFromWhereItKeepsWinning) {
+  using T = cuda::XSharedTiming;
+  using Timed = std::vector<T>;
+  // The H100's batched figures turned into times: a loss at 32 rows, wins at 48 and 64 (any order given).
+  EXPECT_EQ(cuda::choose_x_shared_from_groups(Timed{T{4, 100.0f, 76.0f}, T{2, 50.0f, 51.0f}, T{3, 75.0f, 64.0f}}), 3);
+  EXPECT_EQ(cuda::choose_x_shared_from_groups(Timed{T{2, 50.0f, 40.0f}, T{3, 75.0f, 60.0f}, T{4, 100.0f, 80.0f}}), 2);
+  // A win at 32 rows below a loss at 48 does not count: more rows never leave the kernel.
+  EXPECT_EQ(cuda::choose_x_shared_from_groups(Timed{T{2, 50.0f, 40.0f}, T{3, 75.0f, 76.0f}, T{4, 100.0f, 80.0f}}), 4);
+  // Within 3% is a tie, and a tie keeps the default kernel.
+  EXPECT_EQ(cuda::choose_x_shared_from_groups(Timed{T{2, 50.0f, 40.0f}, T{3, 75.0f, 60.0f}, T{4, 100.0f, 98.0f}}),
+            cuda::kXSharedNever);
+  EXPECT_EQ(cuda::choose_x_shared_from_groups(Timed{T{4, 100.0f, 96.0f}}), 4);
+  // A backend of fewer rows times fewer counts; nothing timed is never.
+  EXPECT_EQ(cuda::choose_x_shared_from_groups(Timed{T{2, 50.0f, 40.0f}}), 2);
+  EXPECT_EQ(cuda::choose_x_shared_from_groups(Timed{}), cuda::kXSharedNever);
+}
+
 // The matmul's switches (switches.h), one parser for the backend, these tests and the benchmark: each
 // spelling sets its Context field, unset or empty leaves the default, a malformed value is refused by name.
 TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
@@ -920,6 +975,7 @@ TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
                {"HELIUM_CUDA_MMA_XSHARED", "auto", &cuda::Context::mma_x_shared, -1},
                {"HELIUM_CUDA_MMA_XSHARED", "off", &cuda::Context::mma_x_shared, 0},
                {"HELIUM_CUDA_MMA_XSHARED", "wide", &cuda::Context::mma_x_shared, cuda::Context::kXSharedWide},
+               {"HELIUM_CUDA_MMA_XSHARED", "tuned", &cuda::Context::mma_x_shared, cuda::Context::kXSharedTuned},
                {"HELIUM_CUDA_MMA_XSHARED", "4", &cuda::Context::mma_x_shared, 4},
                {"HELIUM_CUDA_MMA_XSHARED_STAGES", "16", &cuda::Context::mma_x_shared_stages, 16},
                {"HELIUM_CUDA_MMA_XSHARED_STAGES", "", &cuda::Context::mma_x_shared_stages, 0},
