@@ -61,13 +61,8 @@ __attribute__((target("avx2,fma"))) double row_terms_avx2(std::span<const float>
   const __m128 neg_inf = _mm_set1_ps(kNegInf), t = _mm_set1_ps(temperature);
   const __m256d xm = _mm256_set1_pd(static_cast<double>(x_max));
   const __m256d lowest = _mm256_set1_pd(-708.0), zero = _mm256_setzero_pd();
-  const __m256d log2e = _mm256_set1_pd(1.4426950408889634);
-  const __m256d ln2_hi = _mm256_set1_pd(6.93147180369123816490e-01), ln2_lo = _mm256_set1_pd(1.90821492927058770002e-10);
-  static constexpr double kTaylor[] = {2.08767569878681e-09,   2.505210838544172e-08, 2.755731922398589e-07,
-                                       2.7557319223985893e-06, 2.48015873015873e-05,  1.984126984126984e-04,
-                                       1.388888888888889e-03,  8.333333333333333e-03, 4.1666666666666664e-02,
-                                       1.6666666666666666e-01, 0.5,                   1.0,
-                                       1.0};  // 1/12! .. 1/0!, after exp_det's 1/13!
+  const __m256d log2e = _mm256_set1_pd(kExpDetLog2e);
+  const __m256d ln2_hi = _mm256_set1_pd(kExpDetLn2Hi), ln2_lo = _mm256_set1_pd(kExpDetLn2Lo);
   const __m256i bias = _mm256_set1_epi64x(1023);
   constexpr int kBlock = 4 * kGroup;  // four groups: their sums are four independent chains of additions
   TreeSum sum;
@@ -86,8 +81,9 @@ __attribute__((target("avx2,fma"))) double row_terms_avx2(std::span<const float>
       const __m256d k = _mm256_round_pd(_mm256_mul_pd(dv, log2e), _MM_FROUND_CUR_DIRECTION);  // rint
       __m256d r = _mm256_fnmadd_pd(k, ln2_hi, dv);  // -(k · c) + d = fma(-k, c, d)
       r = _mm256_fnmadd_pd(k, ln2_lo, r);
-      __m256d p = _mm256_set1_pd(1.6059043836821613e-10);
-      for (double c : kTaylor) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(c));
+      __m256d p = _mm256_set1_pd(exp_det_taylor(0));
+#pragma GCC unroll 16
+      for (int i = 1; i <= kExpDetDegree; ++i) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(exp_det_taylor(i)));
       const __m256i e = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k)), bias), 52);
       _mm256_store_pd(block + j, _mm256_and_pd(_mm256_mul_pd(p, _mm256_castsi256_pd(e)), fast));
       const int slow = _mm256_movemask_pd(fast) ^ _mm_movemask_ps(valid);  // valid, outside (-708, 0]

@@ -37,6 +37,22 @@ HELIUM_SAMPLE_HD HELIUM_SAMPLE_INLINE inline double scale_by_power_of_two(double
   return k < -1022 ? (p * scale) * 0x1p-64 : p * scale;
 }
 
+// exp_det's constants, one definition for it and for its four-lane form (softmax_terms.cpp): log2(e), ln2 in
+// two parts (Cody-Waite), and the Taylor coefficients of its Horner steps, exp_det_taylor(i) = 1/(13 - i)!
+// (a function, not an array, so that device code may read it).
+inline constexpr double kExpDetLog2e = 1.4426950408889634;
+inline constexpr double kExpDetLn2Hi = 6.93147180369123816490e-01;
+inline constexpr double kExpDetLn2Lo = 1.90821492927058770002e-10;
+inline constexpr int kExpDetDegree = 13;
+HELIUM_SAMPLE_HD constexpr double exp_det_taylor(int i) {
+  constexpr double c[kExpDetDegree + 1] = {1.6059043836821613e-10,  2.08767569878681e-09,   2.505210838544172e-08,
+                                           2.755731922398589e-07,   2.7557319223985893e-06, 2.48015873015873e-05,
+                                           1.984126984126984e-04,   1.388888888888889e-03,  8.333333333333333e-03,
+                                           4.1666666666666664e-02,  1.6666666666666666e-01, 0.5,
+                                           1.0,                     1.0};
+  return c[i];
+}
+
 // e^d for d <= 0 (the softmax terms exp(x - x_max)); 0 below -745 and for NaN. d = k·ln2 + r with
 // |r| <= ln2/2 (Cody-Waite: ln2 in two parts, the reductions as fused multiply-adds), e^r by its Taylor
 // series to degree 13 in Horner form (the truncation is below 2^-53 there), then scaled by 2^k. Every
@@ -49,23 +65,16 @@ HELIUM_SAMPLE_HD HELIUM_SAMPLE_INLINE inline double exp_det(double d) {
   if (!(d > -745.0)) return 0.0;
   using std::fma;
   using std::rint;
-  const double k = rint(d * 1.4426950408889634);  // d / ln2, to nearest
-  double r = fma(-k, 6.93147180369123816490e-01, d);
-  r = fma(-k, 1.90821492927058770002e-10, r);
-  double p = 1.6059043836821613e-10;  // 1/13!
-  p = fma(p, r, 2.08767569878681e-09);  // 1/12!
-  p = fma(p, r, 2.505210838544172e-08);  // 1/11!
-  p = fma(p, r, 2.755731922398589e-07);  // 1/10!
-  p = fma(p, r, 2.7557319223985893e-06);  // 1/9!
-  p = fma(p, r, 2.48015873015873e-05);  // 1/8!
-  p = fma(p, r, 1.984126984126984e-04);  // 1/7!
-  p = fma(p, r, 1.388888888888889e-03);  // 1/6!
-  p = fma(p, r, 8.333333333333333e-03);  // 1/5!
-  p = fma(p, r, 4.1666666666666664e-02);  // 1/4!
-  p = fma(p, r, 1.6666666666666666e-01);  // 1/3!
-  p = fma(p, r, 0.5);
-  p = fma(p, r, 1.0);
-  p = fma(p, r, 1.0);
+  const double k = rint(d * kExpDetLog2e);  // d / ln2, to nearest
+  double r = fma(-k, kExpDetLn2Hi, d);
+  r = fma(-k, kExpDetLn2Lo, r);
+  double p = exp_det_taylor(0);
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#elif !defined(__CUDACC__)  // (nvcc's host pass knows neither pragma)
+#pragma GCC unroll 16
+#endif
+  for (int i = 1; i <= kExpDetDegree; ++i) p = fma(p, r, exp_det_taylor(i));
   return scale_by_power_of_two(p, static_cast<int>(k));
 }
 
