@@ -609,8 +609,8 @@ struct MatmulDecodeShapeConfig {
   int64_t n = 0, k = 0;
   DType w_dtype = DType::BF16;
   MatmulDecodeConfig config;
-  // Under Context::kXSharedTuned, launches of at least this many row groups of 16 (2, 3 or 4: 17, 33 or 49
-  // rows and more) run on the x-shared kernel; kXSharedNever: none; 0: not timed (the wide rule).
+  // Under Context::kXSharedTuned, launches of at least this many row groups of 16 (1, 2, 3 or 4: 9, 17, 33 or
+  // 49 rows and more) run on the x-shared kernel; kXSharedNever: none; 0: not timed (the wide rule).
   int x_shared_from_groups = 0;
 };
 inline constexpr int kXSharedNever = 5;

@@ -126,7 +126,7 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
                        c.at("feature_warps").get<int>(), c.at("k_warps").get<int>(), c.at("mma_stages").get<int>()};
           if (!cuda::matmul_decode_config_valid(sc.config, sc.w_dtype)) throw std::runtime_error("invalid config");
           sc.x_shared_from_groups = e.value("x_shared_from_groups", 0);
-          if (sc.x_shared_from_groups != 0 && (sc.x_shared_from_groups < 2 || sc.x_shared_from_groups > cuda::kXSharedNever))
+          if (sc.x_shared_from_groups != 0 && (sc.x_shared_from_groups < 1 || sc.x_shared_from_groups > cuda::kXSharedNever))
             throw std::runtime_error("invalid x-shared row groups");
           m.matmul_table.entries.push_back(sc);
         }
@@ -188,7 +188,7 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
     float best_us = 0;
     const cuda::MatmulDecodeConfig best =
         cuda::choose_decode_config(timed, s.dtype, cuda::matmul_decode_default_config(s.n, s.k, s.dtype), &best_us);
-    // The tensor-core configuration's multi-row launches: 32, 48 and 64 rows (as many as the backend's rows
+    // The tensor-core configuration's multi-row launches: 16, 32, 48 and 64 rows (as many as the backend's rows
     // and scratch allow) on the default kernel and on the x-shared one (W and G as a launch picks them).
     std::vector<cuda::XSharedTiming> xs_timed;
     if (best.mma_stages > 0) {
@@ -197,7 +197,7 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
         const int kept = mode;
         ~XSharedWhileTiming() { mode = kept; }
       } x_shared{m.ctx.mma_x_shared};
-      for (int groups = 2; groups <= 4; ++groups) {
+      for (int groups = 1; groups <= 4; ++groups) {
         const int64_t rows = int64_t{16} * groups;
         if (rows > m.ctx.max_rows || m.ctx.matmul_scratch_bytes < static_cast<size_t>(rows * s.k) * 4) break;
         HELIUM_ASSIGN_OR_RETURN(auto xrows, allocate(static_cast<size_t>(rows * s.k) * 4));

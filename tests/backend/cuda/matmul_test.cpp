@@ -654,7 +654,7 @@ TEST_F(CudaMatmulTest, TunedXSharedRowGroupsPickTheKernel) {
   const int64_t n = 1000, k = 4104;
   Problem p(64, n, k, random_reals(rng, static_cast<size_t>(64 * k)),
             make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(n * k))), nullptr);
-  const std::vector<int64_t> rows_to_check = {8, 16, 17, 32, 33, 48, 49, 64};
+  const std::vector<int64_t> rows_to_check = {8, 9, 16, 17, 32, 33, 48, 49, 64};
   g.ctx.mma_x_shared = 0;
   std::map<int64_t, std::vector<float>> expected;
   for (int64_t rows : rows_to_check) expected[rows] = p.run(g, rows);
@@ -662,7 +662,7 @@ TEST_F(CudaMatmulTest, TunedXSharedRowGroupsPickTheKernel) {
   const MatmulDecodeConfig config = cuda::matmul_decode_default_config(n, k, DType::BF16);
   ASSERT_GT(config.mma_stages, 0);
   cuda::MatmulDecodeTable table;
-  for (int from : {-1, 0, 2, 3, 4, cuda::kXSharedNever}) {  // -1: no entry for the shape
+  for (int from : {-1, 0, 1, 2, 3, 4, cuda::kXSharedNever}) {  // -1: no entry for the shape
     table.entries.clear();
     if (from >= 0) table.entries.push_back({n, k, DType::BF16, config, from});
     g.ctx.matmul_decode_table = &table;
@@ -670,7 +670,7 @@ TEST_F(CudaMatmulTest, TunedXSharedRowGroupsPickTheKernel) {
     for (int64_t rows : rows_to_check) {
       const int64_t launches = g.ctx.mma_x_shared_launches;
       const std::vector<float> y = p.run(g, rows);
-      const bool x_shared = rows > 16 && (rows + 15) / 16 >= least_groups;
+      const bool x_shared = rows > 8 && (rows + 15) / 16 >= least_groups;  // row groups of 16 from 9 rows
       EXPECT_EQ(g.ctx.mma_x_shared_launches - launches, x_shared ? 1 : 0) << "from " << from << ", " << rows << " rows";
       int64_t j = 0;
       ASSERT_TRUE(same_bits(y.data(), expected[rows].data(), rows * n, &j))
@@ -931,6 +931,12 @@ TEST(CudaMatmulHostTest, TunerTakesTheXSharedKernelFromWhereItKeepsWinning) {
   // The H100's batched figures turned into times: a loss at 32 rows, wins at 48 and 64 (any order given).
   EXPECT_EQ(cuda::choose_x_shared_from_groups(Timed{T{4, 100.0f, 76.0f}, T{2, 50.0f, 51.0f}, T{3, 75.0f, 64.0f}}), 3);
   EXPECT_EQ(cuda::choose_x_shared_from_groups(Timed{T{2, 50.0f, 40.0f}, T{3, 75.0f, 60.0f}, T{4, 100.0f, 80.0f}}), 2);
+  EXPECT_EQ(cuda::choose_x_shared_from_groups(
+                Timed{T{1, 30.0f, 20.0f}, T{2, 50.0f, 40.0f}, T{3, 75.0f, 60.0f}, T{4, 100.0f, 80.0f}}),
+            1);
+  EXPECT_EQ(cuda::choose_x_shared_from_groups(
+                Timed{T{1, 30.0f, 50.0f}, T{2, 50.0f, 40.0f}, T{3, 75.0f, 60.0f}, T{4, 100.0f, 80.0f}}),
+            2);
   // A win at 32 rows below a loss at 48 does not count: more rows never leave the kernel.
   EXPECT_EQ(cuda::choose_x_shared_from_groups(Timed{T{2, 50.0f, 40.0f}, T{3, 75.0f, 76.0f}, T{4, 100.0f, 80.0f}}), 4);
   // Within 3% is a tie, and a tie keeps the default kernel.
