@@ -83,18 +83,20 @@ HELIUM_CUDA_CLUSTER_MERGE=16 run models_test_cluster_merge 120 "$BIN/models_test
 # The goldens with row groups of 4-16 packed by the block scheduler (the multi-row spread is the default;
 # cuda_matmul_test checks that the two give the same bits).
 HELIUM_CUDA_MMA_SPREAD_ROWS=off run models_test_no_spread_rows 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
-# The goldens with 33-64 rows on the default kernel too (the x-shared kernel takes them by default).
+# The goldens with every row count on the default kernel (by default the x-shared kernel takes each shape's
+# launches from the row groups the start-up tuner found it faster from).
 HELIUM_CUDA_MMA_XSHARED=off run models_test_no_x_shared 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
 fi
 # CHECK_XSHARED=1: the fused-layer tests and the goldens with the x-shared multi-row kernel taking every row
-# group of 16 (auto; by default, wide, it takes launches of more than 32 rows; cuda_matmul_test's
-# XSharedKernelHasTheDefaultKernelsBits runs in every check), then batched decode at 16, 32, 48 and 64 rows
-# without it, by default and with auto (tok/s into xshared.json).
+# group of 16 (auto; by default, tuned, it takes each shape's launches from the row groups the start-up tuner
+# chose; cuda_matmul_test's XSharedKernelHasTheDefaultKernelsBits runs in every check), then batched decode at
+# 16, 32, 48 and 64 rows without it, by default, with wide (more than 32 rows) and with auto (tok/s into
+# xshared.json).
 if [ "${CHECK_XSHARED:-0}" = 1 ]; then
   HELIUM_CUDA_MMA_XSHARED=auto run cuda_fused_test_x_shared 150 "$BIN/cuda_fused_test" --gtest_brief=1
   HELIUM_CUDA_MMA_XSHARED=auto run models_test_x_shared 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
   for rows in 16 32 48 64; do
-    for variant in off:HELIUM_CUDA_MMA_XSHARED=off wide:HELIUM_CUDA_MMA_XSHARED=wide auto:HELIUM_CUDA_MMA_XSHARED=auto; do
+    for variant in off:HELIUM_CUDA_MMA_XSHARED=off tuned: wide:HELIUM_CUDA_MMA_XSHARED=wide auto:HELIUM_CUDA_MMA_XSHARED=auto; do
       name=${variant%%:*}
       variant_env "${variant#*:}"
       rm -f /tmp/xs.json

@@ -2,16 +2,16 @@
 # The x-shared kernel's A/B in one call: its bits, batched decode at 16 / 32 / 64 (and 8) rows and the rows
 # table under each variant, the protocol (on an H200), then the suites under the last variant.
 # Run on the GPU machine over binaries carried as .gpu-bin/bin.tar.xz (tools/gpu/check.sh pack): bash tools/gpu/xshared_ab.sh
-# XS_VARIANTS: "name:VAR=value+VAR=value ..." (default: off, wide (the default: past 32 rows), auto (every
-# row group of 16), auto with one row group a block); XS_ROWS: the batch sizes; XS_PROTOCOL=0 leaves the
-# protocol to check.sh.
+# XS_VARIANTS: "name:VAR=value+VAR=value ..." (default: off, tuned (the default: per shape, from the row
+# groups the start-up tuner chose), wide (past 32 rows), auto (every row group of 16), auto with one row group
+# a block); XS_ROWS: the batch sizes; XS_PROTOCOL=0 leaves the protocol to check.sh.
 set -u
 source "$(dirname "$0")/common.sh"
 BIN=/tmp/helium-gpu-bin
 mkdir -p "$BIN" && tar -C "$BIN" -xJf .gpu-bin/bin.tar.xz || exit 1
 export LD_LIBRARY_PATH="$BIN/lib"
 LOG="$OUT/xshared_ab.log"
-VARIANTS=${XS_VARIANTS:-"off:HELIUM_CUDA_MMA_XSHARED=off wide:HELIUM_CUDA_MMA_XSHARED=wide auto:HELIUM_CUDA_MMA_XSHARED=auto auto-g1:HELIUM_CUDA_MMA_XSHARED=auto+HELIUM_CUDA_MMA_XSHARED_GROUPS=1"}
+VARIANTS=${XS_VARIANTS:-"off:HELIUM_CUDA_MMA_XSHARED=off tuned: wide:HELIUM_CUDA_MMA_XSHARED=wide auto:HELIUM_CUDA_MMA_XSHARED=auto auto-g1:HELIUM_CUDA_MMA_XSHARED=auto+HELIUM_CUDA_MMA_XSHARED_GROUPS=1"}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee -a "$LOG"
 run xs_test 180 "$BIN/cuda_matmul_test" --gtest_filter='*XShared*:*DecodeRowsAreBitwise*:CudaMatmulHost*'
 D="$BIN/helium_bench_decode --device cuda --config bench/configs/qwen3-8b --contexts 1024 --runs 1 --prefill 0"
