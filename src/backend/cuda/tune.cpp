@@ -75,11 +75,12 @@ cuda::MatmulDecodeConfig cuda::choose_decode_config(std::span<const std::pair<Ma
   return best;
 }
 
-// Whether the x-shared kernel takes a shape's 17-64-row launches is timed rather than set: at 64 rows
-// (four row groups) it streams the weights once where the default kernel streams them four times, while at
-// 17-32 rows (two) it lost on an H100 (thirty-second session: batched decode at 32 rows 1,935 -> 1,887
-// tok/s), and where the crossing lies depends on the shape and the GPU. Taken from the largest count down,
-// so that more rows never leave the x-shared kernel once fewer take it.
+// Whether the x-shared kernel takes a shape's 9-64-row launches is timed rather than set: at 64 rows (four
+// row groups) it streams the weights once where the default kernel streams them four times, while across all
+// shapes at 17-32 rows (two) it lost on an H100 (thirty-second session: batched decode at 32 rows 1,935 ->
+// 1,887 tok/s), and where the crossing lies depends on the shape and the GPU (docs/benchmarks.md,
+// thirty-third session: gate/up and lm_head from 9 rows, q/k/v from 33, o_proj and down from 49 on an H200).
+// Taken from the largest count down, so that more rows never leave the x-shared kernel once fewer take it.
 int cuda::choose_x_shared_from_groups(std::span<const XSharedTiming> timed) {
   std::vector<XSharedTiming> by_groups(timed.begin(), timed.end());
   std::sort(by_groups.begin(), by_groups.end(),
@@ -126,7 +127,7 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
                        c.at("feature_warps").get<int>(), c.at("k_warps").get<int>(), c.at("mma_stages").get<int>()};
           if (!cuda::matmul_decode_config_valid(sc.config, sc.w_dtype)) throw std::runtime_error("invalid config");
           sc.x_shared_from_groups = e.value("x_shared_from_groups", 0);
-          if (sc.x_shared_from_groups != 0 && (sc.x_shared_from_groups < 1 || sc.x_shared_from_groups > cuda::kXSharedNever))
+          if (sc.x_shared_from_groups < 0 || sc.x_shared_from_groups > cuda::kXSharedNever)
             throw std::runtime_error("invalid x-shared row groups");
           m.matmul_table.entries.push_back(sc);
         }
