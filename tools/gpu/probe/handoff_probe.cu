@@ -75,9 +75,9 @@ __global__ void stage_kernel(const float* epoch, const float* in, float* out, in
       }
     __syncthreads();
   }
-  if (threadIdx.x < kFloats) {
-    const float v = stage == 0 ? *epoch : in[src * kFloats + threadIdx.x];
-    out[b * kFloats + threadIdx.x] = v + 1.0f;
+  for (int i = threadIdx.x; i < kFloats; i += blockDim.x) {
+    const float v = stage == 0 ? *epoch : in[src * kFloats + i];
+    out[b * kFloats + i] = v + 1.0f;
   }
   if (kMode == kFlagAll || kMode == kFlagOne) {
     __syncthreads();
