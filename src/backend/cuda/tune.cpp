@@ -173,18 +173,23 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
     auto w_copy = [&](int i) {
       return Tensor(static_cast<char*>(wbuf->data()) + (i % copies) * w_bytes, s.dtype, {s.n, s.k});
     };
-    std::vector<std::pair<cuda::MatmulDecodeConfig, float>> timed;
-    for (const auto& cand : cuda::matmul_decode_candidates(s.n, s.k, s.dtype)) {
-      if (static_cast<int64_t>(cuda::matmul_decode_ring_bytes(cand, s.dtype)) > cuda::kTuneMaxRingBytes) continue;
-      for (int i = 0; i < 3; ++i) cuda::matmul_decode(m.ctx, x, w_copy(i), Tensor(), y, cand);
-      const int reps = std::max(20, copies);
+    // µs a call: `warm` calls, then the mean of at least `least_reps` (and of one per copy) on the next copies.
+    auto time_us = [&](const Tensor& xt, const Tensor& yt, const cuda::MatmulDecodeConfig& config, int warm,
+                       int least_reps) {
+      for (int i = 0; i < warm; ++i) cuda::matmul_decode(m.ctx, xt, w_copy(i), Tensor(), yt, config);
+      const int reps = std::max(least_reps, copies);
       HELIUM_CUDA_CHECK(cudaEventRecord(start, m.ctx.stream));
-      for (int i = 0; i < reps; ++i) cuda::matmul_decode(m.ctx, x, w_copy(i + 3), Tensor(), y, cand);
+      for (int i = 0; i < reps; ++i) cuda::matmul_decode(m.ctx, xt, w_copy(i + warm), Tensor(), yt, config);
       HELIUM_CUDA_CHECK(cudaEventRecord(stop, m.ctx.stream));
       HELIUM_CUDA_CHECK(cudaEventSynchronize(stop));
       float ms = 0;
       HELIUM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-      timed.emplace_back(cand, ms * 1000.0f / static_cast<float>(reps));
+      return ms * 1000.0f / static_cast<float>(reps);
+    };
+    std::vector<std::pair<cuda::MatmulDecodeConfig, float>> timed;
+    for (const auto& cand : cuda::matmul_decode_candidates(s.n, s.k, s.dtype)) {
+      if (static_cast<int64_t>(cuda::matmul_decode_ring_bytes(cand, s.dtype)) > cuda::kTuneMaxRingBytes) continue;
+      timed.emplace_back(cand, time_us(x, y, cand, 3, 20));
     }
     float best_us = 0;
     const cuda::MatmulDecodeConfig best =
@@ -206,18 +211,10 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
         Tensor xr(xrows->data(), DType::F32, {rows, s.k}), yr(yrows->data(), DType::F32, {rows, s.n});
         fill_random(xr, 3, 0.0f, 1.0f);
         cuda::XSharedTiming t{groups};
-        for (const int mode : {0, -1}) {  // off, then auto: every launch of row groups of 16
-          m.ctx.mma_x_shared = mode;
-          for (int i = 0; i < 2; ++i) cuda::matmul_decode(m.ctx, xr, w_copy(i), Tensor(), yr, best);
-          const int reps = std::max(10, copies);
-          HELIUM_CUDA_CHECK(cudaEventRecord(start, m.ctx.stream));
-          for (int i = 0; i < reps; ++i) cuda::matmul_decode(m.ctx, xr, w_copy(i + 2), Tensor(), yr, best);
-          HELIUM_CUDA_CHECK(cudaEventRecord(stop, m.ctx.stream));
-          HELIUM_CUDA_CHECK(cudaEventSynchronize(stop));
-          float ms = 0;
-          HELIUM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-          (mode == 0 ? t.default_us : t.x_shared_us) = ms * 1000.0f / static_cast<float>(reps);
-        }
+        m.ctx.mma_x_shared = 0;  // the default kernel, then auto: every launch of row groups of 16
+        t.default_us = time_us(xr, yr, best, 2, 10);
+        m.ctx.mma_x_shared = -1;
+        t.x_shared_us = time_us(xr, yr, best, 2, 10);
         xs_timed.push_back(t);
       }
     }
