@@ -20,7 +20,7 @@ for path in glob.glob(sys.argv[1] + "/*.json"):
             if "x_shared_from_groups" in e:
                 g = e["x_shared_from_groups"]
                 timed = ", ".join(f"{t['rows']} rows {t['default_us']:.1f} / {t['x_shared_us']:.1f} us" for t in e.get("x_shared_timed", []))
-                print(f"  x-shared from {16 * g - 15 if g < 5 else 'no'} rows (default / x-shared: {timed})")
+                print(f"  x-shared from {'no' if g >= 5 else 9 if g == 1 else 16 * g - 15} rows (default / x-shared: {timed})")
         else:
             print(f"tuned {e['n']} x {e['k']} ({e['dtype']}): lane {c['features_per_lane']} x {c['rounds_in_flight']} rounds, "
                   f"warps {c['feature_warps']} x {c['k_warps']} k, {e['us']:.1f} us")
