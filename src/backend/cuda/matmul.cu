@@ -2104,16 +2104,22 @@ void launch_mma_x_shared(const Context& c, DecodeParams p, const MatmulShape& sh
   HELIUM_CUDA_CHECK(cudaGetLastError());
 }
 
+// The start-up tuner's entry for this shape on this device (Context::matmul_decode_table), or null.
+const MatmulDecodeShapeConfig* tuned_entry(const Context& c, const MatmulShape& shape, DType w_dtype) {
+  if (c.matmul_decode_table != nullptr)
+    for (const MatmulDecodeShapeConfig& e : c.matmul_decode_table->entries)
+      if (e.n == shape.n && e.k == shape.k && e.w_dtype == w_dtype) return &e;
+  return nullptr;
+}
+
 // The fewest row groups of 16 from which a launch of this shape takes the x-shared kernel under wide (three:
 // more than 32 rows) or tuned (the count the start-up tuner chose for the shape on this GPU; three for a
 // shape it has not timed).
 int x_shared_from_groups(const Context& c, const MatmulShape& shape) {
   constexpr int kWide = 3;
-  if (c.mma_x_shared != Context::kXSharedTuned || c.matmul_decode_table == nullptr) return kWide;
-  for (const MatmulDecodeShapeConfig& e : c.matmul_decode_table->entries)
-    if (e.n == shape.n && e.k == shape.k && e.w_dtype == DType::BF16 && e.x_shared_from_groups > 0)
-      return e.x_shared_from_groups;
-  return kWide;
+  if (c.mma_x_shared != Context::kXSharedTuned) return kWide;
+  const MatmulDecodeShapeConfig* e = tuned_entry(c, shape, DType::BF16);
+  return e != nullptr && e->x_shared_from_groups > 0 ? e->x_shared_from_groups : kWide;
 }
 
 // The tensor-core kernel's launch: x's transform split into Context::matmul_scratch (split_x_kernel), then
@@ -2333,10 +2339,8 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
 
 // The configuration a decode launch of this shape uses: the tuned one of this device, else the default.
 MatmulDecodeConfig decode_config_for(const Context& c, const MatmulShape& shape, DType w_dtype) {
-  if (c.matmul_decode_table != nullptr)
-    for (const MatmulDecodeShapeConfig& e : c.matmul_decode_table->entries)
-      if (e.n == shape.n && e.k == shape.k && e.w_dtype == w_dtype) return e.config;
-  return matmul_decode_default_config(shape.n, shape.k, w_dtype);
+  const MatmulDecodeShapeConfig* e = tuned_entry(c, shape, w_dtype);
+  return e != nullptr ? e->config : matmul_decode_default_config(shape.n, shape.k, w_dtype);
 }
 
 // ---- cuBLASLt ----

@@ -24,6 +24,13 @@ namespace {
 // timed again. 2: among equal rings, the most warps per block; 3: each shape's x-shared row groups timed.
 constexpr int kSelectionRuleRevision = 3;
 
+// Puts a Context field back as it was on every way out of the tuner.
+struct RestoredOnExit {
+  int& field;
+  const int kept = field;
+  ~RestoredOnExit() { field = kept; }
+};
+
 std::string sanitize(std::string s) {
   for (char& c : s)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '-';
@@ -141,11 +148,7 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
   // Time each candidate at one row (the decode case) on random inputs, on the four-row instance of the
   // tensor-core kernel whose depth the table sets (launches of 2-4 rows; one-row launches take the one-row
   // instance at Context::mma_one_row_stages, a depth chosen in the decode graph: docs/benchmarks.md).
-  struct FourRowWhileTiming {  // restored on every way out
-    int& stages;
-    const int kept = stages;
-    ~FourRowWhileTiming() { stages = kept; }
-  } four_row{m.ctx.mma_one_row_stages};
+  const RestoredOnExit four_row{m.ctx.mma_one_row_stages};
   m.ctx.mma_one_row_stages = 0;
   nlohmann::json out = {{"gpu", m.info.name}, {"compute_capability", m.info.compute_capability},
                         {"driver", m.info.driver_version}, {"shapes", nlohmann::json::array()}};
@@ -197,19 +200,19 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
     // The tensor-core configuration's multi-row launches: 16, 32, 48 and 64 rows (as many as the backend's rows
     // and scratch allow) on the default kernel and on the x-shared one (W and G as a launch picks them).
     std::vector<cuda::XSharedTiming> xs_timed;
-    if (best.mma_stages > 0) {
-      struct XSharedWhileTiming {  // restored on every way out
-        int& mode;
-        const int kept = mode;
-        ~XSharedWhileTiming() { mode = kept; }
-      } x_shared{m.ctx.mma_x_shared};
-      for (int groups = 1; groups <= 4; ++groups) {
-        const int64_t rows = int64_t{16} * groups;
-        if (rows > m.ctx.max_rows || m.ctx.matmul_scratch_bytes < static_cast<size_t>(rows * s.k) * 4) break;
-        HELIUM_ASSIGN_OR_RETURN(auto xrows, allocate(static_cast<size_t>(rows * s.k) * 4));
-        HELIUM_ASSIGN_OR_RETURN(auto yrows, allocate(static_cast<size_t>(rows * s.n) * 4));
+    int most_groups = 0;
+    while (most_groups < 4 && int64_t{16} * (most_groups + 1) <= m.ctx.max_rows &&
+           m.ctx.matmul_scratch_bytes >= static_cast<size_t>(16 * (most_groups + 1) * s.k) * 4)
+      ++most_groups;
+    if (best.mma_stages > 0 && most_groups > 0) {
+      const RestoredOnExit x_shared{m.ctx.mma_x_shared};
+      const int64_t most_rows = int64_t{16} * most_groups;
+      HELIUM_ASSIGN_OR_RETURN(auto xrows, allocate(static_cast<size_t>(most_rows * s.k) * 4));
+      HELIUM_ASSIGN_OR_RETURN(auto yrows, allocate(static_cast<size_t>(most_rows * s.n) * 4));
+      fill_random(Tensor(xrows->data(), DType::F32, {most_rows, s.k}), 3, 0.0f, 1.0f);
+      for (int groups = 1; groups <= most_groups; ++groups) {
+        const int64_t rows = int64_t{16} * groups;  // the first rows of the buffers
         Tensor xr(xrows->data(), DType::F32, {rows, s.k}), yr(yrows->data(), DType::F32, {rows, s.n});
-        fill_random(xr, 3, 0.0f, 1.0f);
         cuda::XSharedTiming t{groups};
         m.ctx.mma_x_shared = 0;  // the default kernel, then auto: every launch of row groups of 16
         t.default_us = time_us(xr, yr, best, 2, 10);
