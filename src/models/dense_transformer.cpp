@@ -14,6 +14,18 @@ std::string layer_name(int layer, const char* suffix) {
   return "model.layers." + std::to_string(layer) + "." + suffix;
 }
 
+// Where a forward of `rows` rows keeps its row metadata in the step-inputs buffer, in I32 elements: with
+// s = rows rounded up to 4 (every region 16-byte aligned), the tree masks (I64) [0, 2s), then tokens,
+// positions, KV write slots, row table, prefix lengths and logit row index, s each, then `tables` block
+// tables of `width` pages. The offsets depend on `rows` only, which a recorded graph's key holds.
+struct StepInputs {
+  int64_t s, tables, width;
+  StepInputs(int64_t rows, int64_t tables_, int64_t width_) : s((rows + 3) / 4 * 4), tables(tables_), width(width_) {}
+  enum Region { kTokens = 2, kPositions, kWriteSlots, kRowTable, kPrefixLens, kLogitIndex, kBlockTables };
+  int64_t offset(Region r) const { return r * s; }
+  int64_t total() const { return offset(kBlockTables) + tables * width; }
+};
+
 class DenseTransformer final : public Model {
  public:
   DenseTransformer(DenseConfig config, Backend& backend, int max_rows)
@@ -34,7 +46,8 @@ class DenseTransformer final : public Model {
   Status last_logits(int row, std::span<float> out) override;
   // An activation buffer of (max_rows, cols) of `dtype`, allocated once.
   Result<Tensor> plan(int64_t rows, int64_t cols, DType dtype);
-  void attention_block(const DenseLayerWeights& w, const LayerKv& kv, const AttentionLayout& layout, int rows);
+  void attention_block(const DenseLayerWeights& w, const LayerKv& kv, const AttentionLayout& layout,
+                       const Tensor& positions, int rows);
   // next: the following layer's weights (null after the last), whose input norm the MLP's residual add
   // may prepare (Backend::prepare_norm).
   void mlp_block(const DenseLayerWeights& w, const DenseLayerWeights* next, int rows);
@@ -60,11 +73,11 @@ class DenseTransformer final : public Model {
   Tensor cand_x_, cand_ids_, cand_temperature_, cand_top_k_, cand_count_, cand_valid_, cand_total_;
   int last_logit_rows_ = 0;  // the logit rows of the last forward (last_logits)
   Tensor inv_freq_;     // (rot_dim / 2)
-  // Row metadata, I32.
-  Tensor tokens_, positions_, write_slots_, row_table_, prefix_lens_, tree_masks_, logit_index_;
-  Tensor block_tables_;  // (max_rows * max_pages) I32: room for one full table per row
+  // A forward's row metadata, in one device buffer that one copy fills (StepInputs): a decode step's
+  // eight small uploads were eight copies on the stream before its graph, the GPU idle in between.
+  Tensor step_inputs_;  // I32, room for StepInputs(max_rows, one full table per row)
   int64_t max_pages_ = 0;
-  std::vector<int32_t> table_upload_;  // host staging of the block tables, reused
+  std::vector<int32_t> step_upload_;  // host staging of step_inputs_, reused
 
   // Logits are wanted for the last prompt row, decode rows and tree nodes: a forward may ask for at most
   // this many (a prefill chunk of thousands of rows must not plan thousands of vocabulary-wide rows).
@@ -228,16 +241,9 @@ Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t m
   HELIUM_ASSIGN_OR_RETURN(inv_freq_, plan(1, c.rope.rot_dim / 2, DType::F32));
   inv_freq_ = Tensor(inv_freq_.data, DType::F32, {c.rope.rot_dim / 2});
   backend_.copy_to_device(inv_freq_, c.rope.inv_freq.data());
-  HELIUM_ASSIGN_OR_RETURN(tokens_, plan(1, rows, DType::I32));
-  HELIUM_ASSIGN_OR_RETURN(positions_, plan(1, rows, DType::I32));
-  HELIUM_ASSIGN_OR_RETURN(write_slots_, plan(1, rows, DType::I32));
-  HELIUM_ASSIGN_OR_RETURN(row_table_, plan(1, rows, DType::I32));
-  HELIUM_ASSIGN_OR_RETURN(prefix_lens_, plan(1, rows, DType::I32));
-  HELIUM_ASSIGN_OR_RETURN(tree_masks_, plan(1, rows, DType::I64));
   // A sequence's table covers max_context positions (+1 page of slack); at most one table per row.
   max_pages_ = (max_context_ + page_size - 1) / page_size + 1;
-  HELIUM_ASSIGN_OR_RETURN(block_tables_, plan(rows, max_pages_, DType::I32));
-  HELIUM_ASSIGN_OR_RETURN(logit_index_, plan(1, rows, DType::I32));
+  HELIUM_ASSIGN_OR_RETURN(step_inputs_, plan(1, StepInputs(rows, rows, max_pages_).total(), DType::I32));
 
   info_.family = c.family;
   info_.vocab_size = c.vocab_size;
@@ -265,7 +271,7 @@ Tensor rows_of(const Tensor& t, int64_t rows) { return t.first_rows(rows); }
 Tensor vector_of(const Tensor& t, int64_t n) { return Tensor(t.data, t.dtype, {n}); }
 
 void DenseTransformer::attention_block(const DenseLayerWeights& w, const LayerKv& kv, const AttentionLayout& layout,
-                                       int rows) {
+                                       const Tensor& positions, int rows) {
   const DenseConfig& c = config_;
   Tensor x = rows_of(x_, rows), xn = rows_of(xn_, rows);
   Tensor q = rows_of(q_, rows), k = rows_of(k_, rows), v = rows_of(v_, rows);
@@ -278,14 +284,14 @@ void DenseTransformer::attention_block(const DenseLayerWeights& w, const LayerKv
   if (w.qkv_proj.rank != 0) {
     backend_.prefetch(w.o_proj);  // for the op after attention (Backend::prefetch)
     backend_.rms_norm_qkv_attention(x, w.input_norm, c.rms_norm_eps, xn, w.qkv_proj, w.qkv_bias, q, k, v, q_norm, k_norm,
-                                    vector_of(positions_, rows), inv_freq_, rope, kv.k, kv.v, shape, layout, attn_out);
+                                    positions, inv_freq_, rope, kv.k, kv.v, shape, layout, attn_out);
   } else {
     backend_.rms_norm(x, w.input_norm, c.rms_norm_eps, false, xn);
     backend_.matmul(xn, w.q_proj, w.q_bias, q);
     backend_.matmul(xn, w.k_proj, w.k_bias, k);
     backend_.matmul(xn, w.v_proj, w.v_bias, v);
     backend_.prefetch(w.o_proj);
-    backend_.qk_norm_rope_attention(q, k, v, q_norm, k_norm, c.rms_norm_eps, vector_of(positions_, rows), inv_freq_, rope,
+    backend_.qk_norm_rope_attention(q, k, v, q_norm, k_norm, c.rms_norm_eps, positions, inv_freq_, rope,
                                     kv.k, kv.v, shape, layout, attn_out);
   }
   if (w.gate_up_proj.rank != 0) backend_.prepare_norm(x, w.post_attention_norm, false);  // for swiglu_mlp_add
@@ -359,48 +365,52 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
   // sees must then be fixed per graph, so the block tables are uploaded full width (one table per row)
   // and attention is sized for the whole context. Larger batches (prefill) run directly.
   const bool graph = backend_.supports_graphs() && rows <= kMaxGraphRows;
-  const int64_t tables = graph ? rows : batch.n_tables;
-  const int64_t width = graph ? max_pages_ : batch.table_width;
-  std::vector<int32_t>& packed = table_upload_;
-  packed.assign(static_cast<size_t>(tables * width), 0);
+  const StepInputs in(rows, graph ? rows : batch.n_tables, graph ? max_pages_ : batch.table_width);
+  const int n = static_cast<int>(logit_rows.size());
+  std::vector<int32_t>& up = step_upload_;
+  up.assign(static_cast<size_t>(in.total()), 0);
+  auto put = [&](StepInputs::Region r, const auto& values, size_t count) {
+    std::memcpy(up.data() + in.offset(r), values.data(), count * sizeof(values[0]));
+  };
+  if (!batch.tree_masks.empty()) std::memcpy(up.data(), batch.tree_masks.data(), rows * sizeof(int64_t));
+  put(StepInputs::kTokens, batch.tokens, rows);
+  put(StepInputs::kPositions, batch.positions, rows);
+  put(StepInputs::kWriteSlots, batch.kv_write_slots, rows);
+  put(StepInputs::kRowTable, batch.row_table, rows);
+  put(StepInputs::kPrefixLens, batch.prefix_lens, rows);
+  put(StepInputs::kLogitIndex, logit_rows, n);
   for (int64_t t = 0; t < batch.n_tables; ++t)
-    std::copy_n(batch.block_tables.begin() + t * batch.table_width, batch.table_width, packed.begin() + t * width);
-  backend_.copy_to_device(vector_of(tokens_, rows), batch.tokens.data());
-  backend_.copy_to_device(vector_of(positions_, rows), batch.positions.data());
-  backend_.copy_to_device(vector_of(write_slots_, rows), batch.kv_write_slots.data());
-  backend_.copy_to_device(vector_of(row_table_, rows), batch.row_table.data());
-  backend_.copy_to_device(vector_of(prefix_lens_, rows), batch.prefix_lens.data());
-  Tensor block_tables(block_tables_.data, DType::I32, {tables, width});
-  backend_.copy_to_device(block_tables, packed.data());
+    std::copy_n(batch.block_tables.begin() + t * batch.table_width, batch.table_width,
+                up.begin() + in.offset(StepInputs::kBlockTables) + t * in.width);
+  backend_.copy_to_device(Tensor(step_inputs_.data, DType::I32, {in.total()}), up.data());
+  int32_t* base = step_inputs_.as<int32_t>();
+  auto region = [&](StepInputs::Region r, int64_t count) { return Tensor(base + in.offset(r), DType::I32, {count}); };
+  const Tensor tokens = region(StepInputs::kTokens, rows), positions = region(StepInputs::kPositions, rows);
+  const Tensor logit_index = region(StepInputs::kLogitIndex, n);
   AttentionLayout layout;
   layout.page_size = batch.page_size;
-  layout.block_tables = block_tables;
-  layout.row_table = vector_of(row_table_, rows);
-  layout.prefix_lens = vector_of(prefix_lens_, rows);
-  layout.write_slots = vector_of(write_slots_, rows);
-  if (!batch.tree_masks.empty()) {
-    layout.tree_masks = vector_of(tree_masks_, rows);
-    backend_.copy_to_device(layout.tree_masks, batch.tree_masks.data());
-  }
+  layout.block_tables = Tensor(base + in.offset(StepInputs::kBlockTables), DType::I32, {in.tables, in.width});
+  layout.row_table = region(StepInputs::kRowTable, rows);
+  layout.prefix_lens = region(StepInputs::kPrefixLens, rows);
+  layout.write_slots = region(StepInputs::kWriteSlots, rows);
+  if (!batch.tree_masks.empty()) layout.tree_masks = Tensor(base, DType::I64, {rows});
   // A recorded graph keeps its attention grid, sized for max_keys positions: graphs are recorded per
   // power-of-two bucket of the longest row's keys (1K, 2K, ... up to the context), so a short context
   // does not launch (and skip) the partitions of the whole context every step.
   int32_t key_bucket = 1024;
   while (key_bucket < most_keys) key_bucket *= 2;
   layout.max_keys = graph ? static_cast<int32_t>(std::min<int64_t>(key_bucket, max_context_)) : most_keys;
-  const int n = static_cast<int>(logit_rows.size());
-  if (n > 0) backend_.copy_to_device(vector_of(logit_index_, n), logit_rows.data());
 
   auto compute = [&] {
-    backend_.embedding(w_.embed_tokens, vector_of(tokens_, rows), rows_of(x_, rows));
+    backend_.embedding(w_.embed_tokens, tokens, rows_of(x_, rows));
     for (int l = 0; l < c.layers; ++l) {
-      attention_block(w_.layers[l], kv[l], layout, rows);
+      attention_block(w_.layers[l], kv[l], layout, positions, rows);
       mlp_block(w_.layers[l], l + 1 < c.layers ? &w_.layers[l + 1] : nullptr, rows);
     }
     if (n == 0) return;
     // Only the rows whose logits are wanted go through the final norm and the head.
     Tensor picked = rows_of(xn_, n);
-    backend_.gather_rows(rows_of(x_, rows), vector_of(logit_index_, n), picked);
+    backend_.gather_rows(rows_of(x_, rows), logit_index, picked);
     const Tensor logits_out[] = {rows_of(logits_, n)};
     backend_.rms_norm_matmul_split(picked, w_.final_norm, c.rms_norm_eps, false, picked, w_.lm_head, Tensor(),
                                    logits_out);
