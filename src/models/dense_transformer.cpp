@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <map>
 #include <tuple>
 
@@ -78,6 +80,8 @@ class DenseTransformer final : public Model {
   Tensor step_inputs_;  // I32, room for StepInputs(max_rows, one full table per row)
   int64_t max_pages_ = 0;
   std::vector<int32_t> step_upload_;  // host staging of step_inputs_, reused
+  // HELIUM_STEP_UPLOAD=regions (diagnostic, for comparisons): one copy per region, as before StepInputs.
+  bool upload_by_region_ = false;
 
   // Logits are wanted for the last prompt row, decode rows and tree nodes: a forward may ask for at most
   // this many (a prefill chunk of thousands of rows must not plan thousands of vocabulary-wide rows).
@@ -244,6 +248,11 @@ Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t m
   // A sequence's table covers max_context positions (+1 page of slack); at most one table per row.
   max_pages_ = (max_context_ + page_size - 1) / page_size + 1;
   HELIUM_ASSIGN_OR_RETURN(step_inputs_, plan(1, StepInputs(rows, rows, max_pages_).total(), DType::I32));
+  if (const char* v = std::getenv("HELIUM_STEP_UPLOAD"); v != nullptr && *v) {
+    if (std::string_view(v) != "regions" && std::string_view(v) != "one")
+      return Status::error("HELIUM_STEP_UPLOAD must be 'one' or 'regions', not '" + std::string(v) + "'");
+    upload_by_region_ = std::string_view(v) == "regions";
+  }
 
   info_.family = c.family;
   info_.vocab_size = c.vocab_size;
@@ -382,8 +391,15 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
   for (int64_t t = 0; t < batch.n_tables; ++t)
     std::copy_n(batch.block_tables.begin() + t * batch.table_width, batch.table_width,
                 up.begin() + in.offset(StepInputs::kBlockTables) + t * in.width);
-  backend_.copy_to_device(Tensor(step_inputs_.data, DType::I32, {in.total()}), up.data());
   int32_t* base = step_inputs_.as<int32_t>();
+  if (upload_by_region_) {
+    for (int r = 0; r < StepInputs::kBlockTables; ++r)
+      backend_.copy_to_device(Tensor(base + r * in.s, DType::I32, {in.s}), up.data() + r * in.s);
+    const int64_t tables_at = in.offset(StepInputs::kBlockTables);
+    backend_.copy_to_device(Tensor(base + tables_at, DType::I32, {in.total() - tables_at}), up.data() + tables_at);
+  } else {
+    backend_.copy_to_device(Tensor(base, DType::I32, {in.total()}), up.data());
+  }
   auto region = [&](StepInputs::Region r, int64_t count) { return Tensor(base + in.offset(r), DType::I32, {count}); };
   const Tensor tokens = region(StepInputs::kTokens, rows), positions = region(StepInputs::kPositions, rows);
   const Tensor logit_index = region(StepInputs::kLogitIndex, n);
