@@ -239,15 +239,16 @@ int run(int argc, char** argv) {
   }
   const double bandwidth = measured->bytes_per_second;
   const std::string bandwidth_kind = measured->method;
+  const DType kv_dtype = cuda ? DType::BF16 : DType::F32;
   ModelOptions mo;
   mo.max_rows = chunk;
   mo.max_context = max_context;
+  mo.kv_dtype = kv_dtype;
   auto model = load_model(ckpt.value(), *backend, mo);
   if (!model.is_ok()) {
     std::fprintf(stderr, "%s\n", model.error_message().c_str());
     return 1;
   }
-  const DType kv_dtype = cuda ? DType::BF16 : DType::F32;
   auto kv = KvCache::create(*backend, model.value()->kv_spec(), kv_positions, kv_dtype);
   if (!kv.is_ok()) {
     std::fprintf(stderr, "%s\n", kv.error_message().c_str());

@@ -124,6 +124,7 @@ Result<std::string> Engine::tune(const std::string& model_dir, EngineOptions opt
   mo.max_rows = device.rows_per_forward;
   mo.max_context = context;
   mo.retune_kernels = true;
+  mo.kv_dtype = options.kv_dtype.value_or(device.cpu ? DType::F32 : DType::BF16);
   HELIUM_ASSIGN_OR_RETURN(auto model, load_model(ckpt, *device.backend, mo));
   return device.backend->name();
 }
@@ -145,6 +146,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& model_dir, const
   mo.max_rows = device.rows_per_forward;
   mo.max_context = context;
   mo.retune_kernels = options.retune_kernels;
+  mo.kv_dtype = kv_dtype;
   HELIUM_ASSIGN_OR_RETURN(e->model_, load_model(e->checkpoint_, *e->backend_, mo));
   HELIUM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(*e->backend_, e->model_->kv_spec(), context, kv_dtype, mo.kv_page_size));
   e->prompt_cache_limit_ = std::max(options.prompt_cache_sequences, 0);

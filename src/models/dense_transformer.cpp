@@ -33,7 +33,8 @@ class DenseTransformer final : public Model {
   DenseTransformer(DenseConfig config, Backend& backend, int max_rows)
       : config_(std::move(config)), backend_(backend), max_rows_(max_rows) {}
 
-  Status init(DenseWeights host, const WeightMap& map, int64_t max_context, int page_size, bool retune);
+  Status init(DenseWeights host, const WeightMap& map, int64_t max_context, int page_size, DType kv_dtype,
+              bool retune);
   const ModelInfo& info() const override { return info_; }
   KvSpec kv_spec() const override {
     return {config_.layers, static_cast<int64_t>(config_.n_kv_heads) * config_.head_dim};
@@ -109,7 +110,7 @@ Result<Tensor> DenseTransformer::plan(int64_t rows, int64_t cols, DType dtype) {
 }
 
 Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t max_context, int page_size,
-                              bool retune) {
+                              DType kv_dtype, bool retune) {
   const DenseConfig& c = config_;
   max_context_ = max_context;
   // Import every weight (zero-copy on the CPU backend). Dummy weights (shape only) are created on the
@@ -222,6 +223,9 @@ Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t m
   else for (const Tensor* t : {&l0.gate_proj, &l0.up_proj}) shape_of(*t);
   for (const Tensor* t : std::initializer_list<const Tensor*>{&l0.o_proj, &l0.down_proj, &w_.lm_head}) shape_of(*t);
   HELIUM_RETURN_IF_ERROR(backend_.tune_matmuls(shapes, retune));
+  // And decode attention for its shape and cache (ModelOptions::kv_dtype: the cache the engine creates).
+  const AttentionShape attention{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  HELIUM_RETURN_IF_ERROR(backend_.tune_attention(attention, kv_dtype, page_size, max_context, retune));
 
   const int64_t rows = max_rows_, q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
   HELIUM_ASSIGN_OR_RETURN(x_, plan(rows, c.hidden_size, DType::F32));
@@ -566,7 +570,7 @@ Result<std::unique_ptr<Model>> make_dense_transformer(DenseConfig config, DenseW
   if (options.max_rows <= 0) return Status::error("max_rows must be positive");
   auto model = std::make_unique<DenseTransformer>(std::move(config), backend, options.max_rows);
   HELIUM_RETURN_IF_ERROR(model->init(std::move(host_weights), weights, max_context, std::max(1, options.kv_page_size),
-                                     options.retune_kernels));
+                                     options.kv_dtype, options.retune_kernels));
   return std::unique_ptr<Model>(std::move(model));
 }
 

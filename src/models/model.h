@@ -86,6 +86,7 @@ struct ModelOptions {
   int max_rows = 256;         // rows per forward; longer prompts are split by the engine
   int64_t max_context = 0;    // 0: the model's own
   int kv_page_size = 16;      // positions per KV page (sizes the block-table buffer)
+  DType kv_dtype = DType::BF16;  // the KV cache's element type the caller will create (the backend tunes for it)
   bool retune_kernels = false;  // re-time the backend's kernel configurations instead of using its cache
 };
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -71,6 +72,18 @@ class CudaBackend final : public Backend {
   // order than the default: results stay batch-invariant, and the cache keeps them stable across runs.
   Status tune_matmuls(const std::vector<MatmulShape>& shapes, bool retune) override;
   std::string tuning_cache_path(const std::vector<MatmulShape>& shapes) const;
+  // Times decode attention (the q/k prologue, partitions and merge, one row in a replayed graph) at each key
+  // count from 1,024 to the context with each partition size the reserved scratch allows, and sets the
+  // partition tiers from the timings (cuda::choose_partition_tiers); cached as JSON beside the matmul choice,
+  // keyed by GPU, compute capability, driver, the attention shape, cache type, page size and context. Does
+  // nothing where HELIUM_CUDA_ATTN_PARTITIONS sets the tiers. The tiers change only where a row's partials are
+  // cut: results stay batch-invariant (partition_keys depends on a row's own keys).
+  Status tune_attention(const AttentionShape& shape, DType kv_dtype, int page_size, int64_t max_context,
+                        bool retune) override;
+  std::string attention_tuning_cache_path(const AttentionShape& shape, DType kv_dtype, int page_size,
+                                          int64_t max_context) const;
+  // The partition tiers decode attention uses now (the defaults, HELIUM_CUDA_ATTN_PARTITIONS's, or the tuner's).
+  std::array<int, 3> attention_partition_tiers() const;
   void begin_capture() override;
   Result<std::unique_ptr<OpGraph>> end_capture() override;
   // Matmuls launched on the layer stream so far (one-row decode matmuls queued and launched together;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -23,6 +24,8 @@ namespace {
 // The rule that picks a configuration from the timings (below); a cache written under another rule is
 // timed again. 2: among equal rings, the most warps per block; 3: each shape's x-shared row groups timed.
 constexpr int kSelectionRuleRevision = 3;
+// The attention tuner's (timing and rule): a cache written by another revision is timed again.
+constexpr int kAttentionTuneRevision = 1;
 
 // Puts a Context field back as it was on every way out of the tuner.
 struct RestoredOnExit {
@@ -35,6 +38,22 @@ std::string sanitize(std::string s) {
   for (char& c : s)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '-';
   return s;
+}
+
+// A tuning cache file's JSON; nothing for a file that is missing or not JSON.
+std::optional<nlohmann::json> read_cache_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+// Writes a tuning cache file; one that cannot be written only costs a re-tune at the next start.
+void write_cache_file(const std::string& path, const nlohmann::json& j) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::ofstream(path) << j.dump(1) << "\n";
 }
 
 nlohmann::json config_to_json(const cuda::MatmulDecodeConfig& c) {
@@ -100,6 +119,85 @@ int cuda::choose_x_shared_from_groups(std::span<const XSharedTiming> timed) {
   return from;
 }
 
+Result<std::vector<cuda::MatmulDecodeShapeConfig>> cuda::read_matmul_tuning(const nlohmann::json& cache) {
+  std::vector<MatmulDecodeShapeConfig> entries;
+  try {
+    const nlohmann::json& shapes = cache.at("shapes");
+    if (!shapes.is_array()) return Status::error("'shapes' is not a list");
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const nlohmann::json& e = shapes[i];
+      const std::string at = "shape " + std::to_string(i) + ": ";
+      MatmulDecodeShapeConfig sc;
+      sc.n = e.at("n").get<int64_t>();
+      sc.k = e.at("k").get<int64_t>();
+      const std::optional<DType> dtype = dtype_from_name(e.at("dtype").get<std::string>());
+      if (!dtype) return Status::error(at + "unknown dtype " + e.at("dtype").dump());
+      sc.w_dtype = *dtype;
+      const nlohmann::json& c = e.at("config");
+      sc.config = {c.at("features_per_lane").get<int>(), c.at("rounds_in_flight").get<int>(),
+                   c.at("feature_warps").get<int>(), c.at("k_warps").get<int>(), c.at("mma_stages").get<int>()};
+      if (sc.n <= 0 || sc.k <= 0 || !matmul_decode_config_valid(sc.config, sc.w_dtype))
+        return Status::error(at + "no such configuration " + c.dump());
+      sc.x_shared_from_groups = e.value("x_shared_from_groups", 0);
+      if (sc.x_shared_from_groups < 0 || sc.x_shared_from_groups > kXSharedNever)
+        return Status::error(at + "x-shared row groups out of 0.." + std::to_string(kXSharedNever));
+      entries.push_back(sc);
+    }
+  } catch (const nlohmann::json::exception& e) {  // a field missing or of the wrong type
+    return Status::error(e.what());
+  }
+  return entries;
+}
+
+cuda::PartitionTiers cuda::choose_partition_tiers(std::span<const PartitionTiming> timed,
+                                                  const PartitionTiers& current) {
+  std::vector<int> key_counts;
+  for (const PartitionTiming& t : timed) key_counts.push_back(t.keys);
+  std::sort(key_counts.begin(), key_counts.end());
+  key_counts.erase(std::unique(key_counts.begin(), key_counts.end()), key_counts.end());
+  if (key_counts.empty()) return current;
+  // Each tier's end: the most keys whose choice was its size or a smaller one (-1: none yet).
+  int64_t end[3] = {-1, -1, -1};  // 64, 128, 256
+  int chosen = 0;
+  for (int keys : key_counts) {
+    const int kept = partition_keys(keys, current);
+    float fastest = 1e30f, kept_us = -1.0f;
+    int fastest_size = 0;
+    for (const PartitionTiming& t : timed) {
+      if (t.keys != keys) continue;
+      if (t.us < fastest) fastest = t.us, fastest_size = t.partition_keys;
+      if (t.partition_keys == kept) kept_us = t.us;
+    }
+    const int size = kept_us >= 0.0f && kept_us <= fastest * (1.0f + kTuneTieFraction) ? kept : fastest_size;
+    chosen = std::max(chosen, size);
+    for (int tier = 0; tier < 3; ++tier)
+      if (chosen <= (64 << tier)) end[tier] = keys;
+  }
+  PartitionTiers t;
+  t.small_end = static_cast<int>(std::max<int64_t>(end[0], 0));
+  t.medium_end = static_cast<int>(std::max<int64_t>(end[1], t.small_end));
+  t.large_end = static_cast<int>(std::max<int64_t>(end[2], t.medium_end));
+  return t;
+}
+
+Result<cuda::PartitionTiers> cuda::read_attention_tuning(const nlohmann::json& cache, int64_t max_context,
+                                                         int64_t max_partitions) {
+  PartitionTiers t;
+  try {
+    const nlohmann::json& tiers = cache.at("tiers");
+    const std::string text = std::to_string(tiers.at("small_end").get<int64_t>()) + "," +
+                             std::to_string(tiers.at("medium_end").get<int64_t>()) + "," +
+                             std::to_string(tiers.at("large_end").get<int64_t>());
+    if (!parse_partition_tiers(text.c_str(), t)) return Status::error("tiers " + text + " out of order or range");
+  } catch (const nlohmann::json::exception& e) {
+    return Status::error(e.what());
+  }
+  if (max_partition_count(max_context, t) > max_partitions)
+    return Status::error("tiers give more than " + std::to_string(max_partitions) + " partitions at " +
+                         std::to_string(max_context) + " keys");
+  return t;
+}
+
 std::string CudaBackend::tuning_cache_path(const std::vector<MatmulShape>& shapes) const {
   std::ostringstream key;
   // The kernel's revision: a choice timed on an earlier decode kernel is measured again, not reused.
@@ -120,28 +218,12 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
   const std::string path = tuning_cache_path(shapes);
   m.matmul_table.entries.clear();
   if (!retune) {
-    std::ifstream in(path);
-    if (in) {
-      try {
-        nlohmann::json j = nlohmann::json::parse(in);
-        for (const auto& e : j.at("shapes")) {
-          cuda::MatmulDecodeShapeConfig sc;
-          sc.n = e.at("n").get<int64_t>();
-          sc.k = e.at("k").get<int64_t>();
-          sc.w_dtype = dtype_from_name(e.at("dtype").get<std::string>()).value_or(DType::BF16);
-          const auto& c = e.at("config");
-          sc.config = {c.at("features_per_lane").get<int>(), c.at("rounds_in_flight").get<int>(),
-                       c.at("feature_warps").get<int>(), c.at("k_warps").get<int>(), c.at("mma_stages").get<int>()};
-          if (!cuda::matmul_decode_config_valid(sc.config, sc.w_dtype)) throw std::runtime_error("invalid config");
-          sc.x_shared_from_groups = e.value("x_shared_from_groups", 0);
-          if (sc.x_shared_from_groups < 0 || sc.x_shared_from_groups > cuda::kXSharedNever)
-            throw std::runtime_error("invalid x-shared row groups");
-          m.matmul_table.entries.push_back(sc);
-        }
+    // A damaged cache is re-measured (and rewritten), not trusted.
+    if (auto cached = read_cache_file(path); cached.has_value()) {
+      if (auto entries = cuda::read_matmul_tuning(*cached); entries.is_ok()) {
+        m.matmul_table.entries = std::move(entries.value());
         m.ctx.matmul_decode_table = &m.matmul_table;
         return Status::ok();
-      } catch (const std::exception&) {
-        m.matmul_table.entries.clear();  // a damaged cache is re-measured, not trusted
       }
     }
   }
@@ -237,9 +319,167 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   m.ctx.matmul_decode_table = &m.matmul_table;
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  std::ofstream(path) << out.dump(1) << "\n";  // a cache that cannot be written only costs a re-tune
+  write_cache_file(path, out);
+  return Status::ok();
+}
+
+// Decode attention's partition sizes, timed where a decode step runs them: the q/k prologue then the
+// attention (partitions and merge), one row at each key count from 1,024 up to the context (powers of two,
+// and the context itself; at most 32,768 keys, beyond which partitions are the longest either way), with
+// every size whose partition count the reserved scratch holds, in a replayed graph of programmatic launches
+// over K/V copies larger than the L2 (a step's attention reads its layer's keys from HBM).
+std::string CudaBackend::attention_tuning_cache_path(const AttentionShape& shape, DType kv_dtype, int page_size,
+                                                      int64_t max_context) const {
+  std::ostringstream key;
+  key << "attention-" << kAttentionTuneRevision << ';' << shape.n_heads << ';' << shape.n_kv_heads << ';'
+      << shape.head_dim << ';' << dtype_name(kv_dtype) << ';' << page_size << ';' << max_context << ';'
+      << impl_->options.max_context;
+  const size_t hash = std::hash<std::string>{}(key.str());
+  std::ostringstream name;
+  name << sanitize(impl_->info.name) << "_sm" << impl_->info.compute_capability << "_driver" << impl_->info.driver_version
+       << "_attention_" << std::hex << hash << ".json";
+  return helium_cache_dir() + "/tune/" + name.str();
+}
+
+std::array<int, 3> CudaBackend::attention_partition_tiers() const {
+  const cuda::PartitionTiers& t = impl_->ctx.attention_tiers;
+  return {t.small_end, t.medium_end, t.large_end};
+}
+
+Status CudaBackend::tune_attention(const AttentionShape& shape, DType kv_dtype, int page_size, int64_t max_context,
+                                   bool retune) {
+  Impl& m = *impl_;
+  // Tiers set by hand (HELIUM_CUDA_ATTN_PARTITIONS), a diagnostic that leaves kernels out, or a cache type the
+  // decode kernels do not take: nothing to time.
+  const char* forced = std::getenv("HELIUM_CUDA_ATTN_PARTITIONS");
+  if ((forced != nullptr && *forced) || m.ctx.omit != 0 || (kv_dtype != DType::BF16 && kv_dtype != DType::F32) ||
+      shape.n_heads <= 0 || shape.n_kv_heads <= 0 || shape.n_heads % shape.n_kv_heads != 0 || page_size <= 0)
+    return Status::ok();
+  max_context = std::min(max_context, m.options.max_context);
+  // The partials' scratch was reserved for the tiers in force at creation: no choice may need more.
+  const int64_t max_partitions = cuda::max_partition_count(m.options.max_context, m.ctx.attention_tiers);
+  const std::string path = attention_tuning_cache_path(shape, kv_dtype, page_size, max_context);
+  if (!retune) {
+    if (auto cached = read_cache_file(path); cached.has_value()) {
+      if (auto tiers = cuda::read_attention_tuning(*cached, max_context, max_partitions); tiers.is_ok()) {
+        m.ctx.attention_tiers = tiers.value();
+        return Status::ok();
+      }
+    }
+  }
+  std::vector<int> key_counts;
+  const int64_t top = std::min<int64_t>(max_context, 32768);
+  for (int64_t keys = 1024; keys < top; keys *= 2) key_counts.push_back(static_cast<int>(keys));
+  if (top >= 1024) key_counts.push_back(static_cast<int>(top));
+  if (key_counts.empty()) return Status::ok();  // contexts under 1,024 keys: one or a few partitions either way
+
+  // One row's K/V at the most keys timed, in copies that together exceed 4x the L2 (at least one); each
+  // copy a sequence of consecutive pages. Fewer keys use the first pages of each copy.
+  const int64_t kv_dim = int64_t{shape.n_kv_heads} * shape.head_dim;
+  const int64_t pages = (top + page_size - 1) / page_size, copy_slots = pages * page_size;
+  const size_t copy_bytes = static_cast<size_t>(copy_slots * kv_dim) * dtype_bytes(kv_dtype);
+  const size_t l2 = static_cast<size_t>(std::max(m.info.l2_bytes, 0));
+  const int copies = static_cast<int>(std::clamp<size_t>((4 * l2 + 2 * copy_bytes - 1) / (2 * copy_bytes), 1, 64));
+  HELIUM_ASSIGN_OR_RETURN(auto kbuf, allocate(copy_bytes * copies));
+  HELIUM_ASSIGN_OR_RETURN(auto vbuf, allocate(copy_bytes * copies));
+  const Tensor k_cache(kbuf->data(), kv_dtype, {copy_slots * copies, kv_dim});
+  const Tensor v_cache(vbuf->data(), kv_dtype, {copy_slots * copies, kv_dim});
+  fill_random(k_cache, 11, 0.0f, 1.0f);
+  fill_random(v_cache, 12, 0.0f, 1.0f);
+  const int64_t q_dim = int64_t{shape.n_heads} * shape.head_dim;
+  HELIUM_ASSIGN_OR_RETURN(auto qkv, allocate(static_cast<size_t>(2 * q_dim + 2 * kv_dim + shape.head_dim) * 4));
+  float* f = static_cast<float*>(qkv->data());
+  const Tensor q(f, DType::F32, {1, q_dim}), out(f + q_dim, DType::F32, {1, q_dim});
+  const Tensor k(f + 2 * q_dim, DType::F32, {1, kv_dim}), v(f + 2 * q_dim + kv_dim, DType::F32, {1, kv_dim});
+  const Tensor inv_freq(f + 2 * q_dim + 2 * kv_dim, DType::F32, {shape.head_dim / 2});
+  fill_random(Tensor(f, DType::F32, {2 * q_dim + 2 * kv_dim}), 13, 0.0f, 1.0f);
+  fill_random(inv_freq, 14, 0.5f, 0.5f);
+  // Block tables (copy c: its pages in order), the row table's copy numbers, write slots, prefix, position.
+  const int64_t at_rows = copies * pages, at_write = at_rows + copies, at_prefix = at_write + copies;
+  std::vector<int32_t> host(static_cast<size_t>(at_prefix + 2));  // ... then the prefix and the position
+  for (int c = 0; c < copies; ++c) {
+    for (int64_t p = 0; p < pages; ++p) host[c * pages + p] = static_cast<int32_t>(c * pages + p);
+    host[at_rows + c] = c;
+  }
+  HELIUM_ASSIGN_OR_RETURN(auto lbuf, allocate(host.size() * 4));
+  auto* dev = static_cast<int32_t*>(lbuf->data());
+  const Tensor positions(dev + at_prefix + 1, DType::I32, {1});
+  const RopeParams rope{shape.head_dim, shape.head_dim, 1.0f};
+
+  struct TiersOnExit {  // the context's tiers back as they were, or the choice once made
+    cuda::PartitionTiers& field;
+    cuda::PartitionTiers kept;
+    ~TiersOnExit() { field = kept; }
+  } restore{m.ctx.attention_tiers, m.ctx.attention_tiers};
+  const cuda::PartitionTiers current = m.ctx.attention_tiers;
+  cudaEvent_t start, stop;
+  HELIUM_CUDA_CHECK(cudaEventCreate(&start));
+  HELIUM_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<cuda::PartitionTiming> timed;
+  nlohmann::json timings = nlohmann::json::array();
+  Status status = Status::ok();
+  for (int keys : key_counts) {
+    for (int c = 0; c < copies; ++c) host[at_write + c] = static_cast<int32_t>(c * copy_slots + keys - 1);
+    host[at_prefix] = keys;
+    host[at_prefix + 1] = keys - 1;
+    copy_to_device(Tensor(dev, DType::I32, {static_cast<int64_t>(host.size())}), host.data());
+    for (int size = 64; size <= cuda::kMaxPartitionKeys; size *= 2) {
+      if ((keys + size - 1) / size > max_partitions) continue;
+      // Every row of `keys` keys cut into `size`-key partitions.
+      cuda::PartitionTiers t;
+      t.small_end = size == 64 ? 1 << 30 : 0;
+      t.medium_end = size <= 128 ? 1 << 30 : 0;
+      t.large_end = size <= 256 ? 1 << 30 : 0;
+      m.ctx.attention_tiers = t;
+      const int calls = std::max(copies, 12);
+      begin_capture();
+      for (int i = 0; i < calls; ++i) {
+        const int c = i % copies;
+        AttentionLayout layout;
+        layout.page_size = page_size;
+        layout.block_tables = Tensor(dev, DType::I32, {copies, pages});
+        layout.row_table = Tensor(dev + at_rows + c, DType::I32, {1});
+        layout.write_slots = Tensor(dev + at_write + c, DType::I32, {1});
+        layout.prefix_lens = Tensor(dev + at_prefix, DType::I32, {1});
+        layout.max_keys = keys;
+        cuda::qk_norm_rope_kv_write(m.ctx, q, k, v, Tensor(), Tensor(), 1e-6f, shape.n_heads, shape.n_kv_heads,
+                                    positions, inv_freq, rope, layout.write_slots, k_cache, v_cache);
+        m.attention(q, k_cache, v_cache, shape, layout, out, {});
+        m.forget_hints();
+      }
+      auto graph = end_capture();
+      if (!graph.is_ok()) {
+        status = graph.status().with_context("attention tuning");
+        break;
+      }
+      graph.value()->replay();  // warm
+      std::vector<float> per_call;
+      for (int r = 0; r < 5; ++r) {
+        HELIUM_CUDA_CHECK(cudaEventRecord(start, m.ctx.stream));
+        graph.value()->replay();
+        HELIUM_CUDA_CHECK(cudaEventRecord(stop, m.ctx.stream));
+        HELIUM_CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        HELIUM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        per_call.push_back(ms * 1000.0f / static_cast<float>(calls));
+      }
+      std::sort(per_call.begin(), per_call.end());
+      timed.push_back({keys, size, per_call[per_call.size() / 2]});
+      timings.push_back({{"keys", keys}, {"partition_keys", size}, {"us", timed.back().us}});
+    }
+    if (!status.is_ok()) break;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  HELIUM_RETURN_IF_ERROR(status);
+  const cuda::PartitionTiers chosen = cuda::choose_partition_tiers(timed, current);
+  restore.kept = chosen;
+  nlohmann::json out_json = {{"gpu", m.info.name}, {"compute_capability", m.info.compute_capability},
+                             {"driver", m.info.driver_version},
+                             {"tiers", {{"small_end", chosen.small_end}, {"medium_end", chosen.medium_end},
+                                        {"large_end", chosen.large_end}}},
+                             {"timed", timings}};
+  write_cache_file(path, out_json);
   return Status::ok();
 }
 

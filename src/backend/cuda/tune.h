@@ -1,11 +1,17 @@
-// backend/cuda/tune.h — the start-up tuner's choice among timed decode-matmul configurations (tune.cpp),
-// apart from the timing so that the rule is tested without a GPU.
+// backend/cuda/tune.h — the start-up tuner's choices among timed decode-matmul configurations and decode
+// attention partition sizes, and the reading of its cache files (tune.cpp), apart from the timing so that
+// the rules and the reader are tested without a GPU.
 #pragma once
 
 #include <span>
 #include <utility>
+#include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "backend/cuda/attention_partitions.h"
 #include "backend/cuda/cuda_ops.cuh"
+#include "core/status.h"
 
 namespace helium::cuda {
 
@@ -27,5 +33,29 @@ struct XSharedTiming {
 // x-shared kernel beat the default by more than kTuneTieFraction at g and at every larger count timed;
 // kXSharedNever when it did not at the largest (or nothing was timed).
 int choose_x_shared_from_groups(std::span<const XSharedTiming> timed);
+
+// The shapes of a matmul tuning cache file (tune.cpp writes {"shapes": [{n, k, dtype, config, ...}]}), each
+// checked: an error names the first damaged entry (a field missing or of the wrong type, an unknown dtype,
+// a configuration matmul_decode_config_valid refuses, a row-group count out of 0..kXSharedNever), and the
+// tuner then times the shapes again rather than trust any of the file.
+Result<std::vector<MatmulDecodeShapeConfig>> read_matmul_tuning(const nlohmann::json& cache);
+
+// Decode attention at `keys` keys (one row, every partition full) timed with partitions of partition_keys
+// (64, 128, 256 or 512), µs a call of the prologue and attention.
+struct PartitionTiming {
+  int keys = 0, partition_keys = 0;
+  float us = 0;
+};
+// The partition tiers from such timings: at each key count timed, the fastest size unless the size `current`
+// gives there was timed within kTuneTieFraction of it (the current tiers were measured in the decode graph,
+// where a near-tie timed alone went the other way: attention_partitions.h), never smaller than the size
+// chosen at fewer keys (partition_keys grows with the keys); a tier ends at the most keys timed that chose
+// its size or a smaller one. Key counts with one size timed take it. Nothing timed: `current`.
+PartitionTiers choose_partition_tiers(std::span<const PartitionTiming> timed, const PartitionTiers& current);
+
+// The tiers of an attention tuning cache file ({"tiers": {small_end, medium_end, large_end}, ...}), checked
+// as HELIUM_CUDA_ATTN_PARTITIONS's value is (0 <= small_end <= medium_end <= large_end <= 2^30), and that a
+// row of at most max_context keys gets at most max_partitions partitions (the scratch the backend reserved).
+Result<PartitionTiers> read_attention_tuning(const nlohmann::json& cache, int64_t max_context, int64_t max_partitions);
 
 }  // namespace helium::cuda

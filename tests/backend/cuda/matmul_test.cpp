@@ -17,17 +17,25 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
@@ -1021,6 +1029,154 @@ TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
 }
 
 // Broken preconditions abort naming the op, before any device work (so no GPU is needed).
+// The matmul tuning cache's reader (tune.h): what the tuner writes reads back; any damage is an error that
+// names it, so the tuner re-measures instead of trusting part of a file.
+TEST(CudaTuneHostTest, MatmulCacheReadsBackOrNamesTheDamage) {
+  const MatmulDecodeConfig cfg = cuda::matmul_decode_default_config(4096, 4096, DType::BF16);
+  auto entry = [&](int groups) {
+    nlohmann::json e = {{"n", 4096}, {"k", 4096}, {"dtype", "BF16"},
+                        {"config", {{"features_per_lane", cfg.features_per_lane}, {"rounds_in_flight", cfg.rounds_in_flight},
+                                    {"feature_warps", cfg.feature_warps}, {"k_warps", cfg.k_warps},
+                                    {"mma_stages", cfg.mma_stages}}},
+                        {"us", 10.5}};
+    if (groups >= 0) e["x_shared_from_groups"] = groups;
+    return e;
+  };
+  const nlohmann::json good = {{"gpu", "x"}, {"shapes", {entry(3), entry(-1)}}};
+  auto read = cuda::read_matmul_tuning(good);
+  ASSERT_TRUE(read.is_ok()) << read.error_message();
+  ASSERT_EQ(read.value().size(), 2u);
+  EXPECT_EQ(read.value()[0].n, 4096);
+  EXPECT_EQ(read.value()[0].w_dtype, DType::BF16);
+  EXPECT_EQ(read.value()[0].config, cfg);
+  EXPECT_EQ(read.value()[0].x_shared_from_groups, 3);
+  EXPECT_EQ(read.value()[1].x_shared_from_groups, 0);  // an older cache: not timed
+  auto damaged = [&](const std::function<void(nlohmann::json&)>& damage, const std::string& says) {
+    nlohmann::json j = good;
+    damage(j);
+    auto r = cuda::read_matmul_tuning(j);
+    ASSERT_FALSE(r.is_ok()) << j.dump();
+    EXPECT_NE(r.error_message().find(says), std::string::npos) << r.error_message();
+  };
+  damaged([](nlohmann::json& j) { j.erase("shapes"); }, "shapes");
+  damaged([](nlohmann::json& j) { j["shapes"] = 3; }, "not a list");
+  damaged([](nlohmann::json& j) { j["shapes"][1].erase("k"); }, "k");
+  damaged([](nlohmann::json& j) { j["shapes"][0]["n"] = "many"; }, "number");
+  damaged([](nlohmann::json& j) { j["shapes"][1]["dtype"] = "BF17"; }, "shape 1: unknown dtype");
+  damaged([](nlohmann::json& j) { j["shapes"][0]["config"]["feature_warps"] = 8; }, "shape 0: no such configuration");
+  damaged([](nlohmann::json& j) { j["shapes"][0]["config"].erase("mma_stages"); }, "mma_stages");
+  damaged([](nlohmann::json& j) { j["shapes"][0]["x_shared_from_groups"] = 6; }, "shape 0: x-shared row groups");
+  damaged([](nlohmann::json& j) { j["shapes"][1]["x_shared_from_groups"] = -1; }, "shape 1: x-shared row groups");
+  damaged([](nlohmann::json& j) { j["shapes"][0]["n"] = 0; }, "shape 0: no such configuration");
+}
+
+// The partition tiers from timings (tune.h): the current size kept within the tie, the fastest outside it,
+// sizes never shrinking as keys grow, tiers ending at the most keys that chose their size or less.
+TEST(CudaTuneHostTest, PartitionTiersFollowTheTimingsPastTheTie) {
+  using T = cuda::PartitionTiming;
+  const cuda::PartitionTiers current;  // 64 to 2,048 keys, 128 to 4,096, 256 to 16,384, then 512
+  auto tiers_of = [](const cuda::PartitionTiers& t) { return std::array<int, 3>{t.small_end, t.medium_end, t.large_end}; };
+  // Timings that agree with the current tiers give them back.
+  const std::vector<T> agree = {{1024, 64, 9.0f},    {1024, 128, 10.2f},  {1024, 256, 13.0f}, {1024, 512, 20.0f},
+                                {2048, 64, 10.0f},   {2048, 128, 10.1f},  {2048, 256, 13.4f}, {2048, 512, 20.0f},
+                                {4096, 64, 15.3f},   {4096, 128, 12.7f},  {4096, 256, 13.2f}, {4096, 512, 20.0f},
+                                {8192, 128, 19.2f},  {8192, 256, 16.9f},  {8192, 512, 18.0f}, {16384, 256, 30.0f},
+                                {16384, 512, 30.5f}, {32768, 512, 43.0f}};
+  EXPECT_EQ(tiers_of(cuda::choose_partition_tiers(agree, current)), (std::array<int, 3>{2048, 4096, 16384}));
+  // 2K timed 128 more than 3% faster (the seventh session's isolated figures): 128 from 2K on.
+  std::vector<T> faster = agree;
+  faster[5].us = 9.5f;  // 2048 keys, 128: 5% under 64's 10.0
+  EXPECT_EQ(tiers_of(cuda::choose_partition_tiers(faster, current)), (std::array<int, 3>{1024, 4096, 16384}));
+  // A smaller size winning at more keys does not shrink the partitions again.
+  std::vector<T> shrink = agree;
+  shrink[11].us = 12.0f;  // 4K: 512 fastest
+  shrink[12].us = 25.0f;  // 8K: 128 fastest by far
+  EXPECT_EQ(tiers_of(cuda::choose_partition_tiers(shrink, current)), (std::array<int, 3>{2048, 2048, 2048}));
+  // 128 fastest already at the fewest keys timed: no 64-key tier.
+  std::vector<T> no_small = {{1024, 64, 12.0f}, {1024, 128, 10.0f}, {3000, 128, 11.0f}, {3000, 256, 12.0f}};
+  EXPECT_EQ(tiers_of(cuda::choose_partition_tiers(no_small, current)), (std::array<int, 3>{0, 3000, 3000}));
+  // One size timed at a key count (what the scratch allows there) is taken.
+  EXPECT_EQ(tiers_of(cuda::choose_partition_tiers(std::vector<T>{{32768, 512, 40.0f}}, current)),
+            (std::array<int, 3>{0, 0, 0}));
+  EXPECT_EQ(tiers_of(cuda::choose_partition_tiers(std::vector<T>{}, current)), tiers_of(current));
+}
+
+// The attention tuning cache's reader: the tiers back, or an error for tiers out of order or range, a field
+// missing, or tiers that would cut a row of the context into more partitions than the scratch holds.
+TEST(CudaTuneHostTest, AttentionCacheReadsBackOrNamesTheDamage) {
+  const nlohmann::json good = {{"tiers", {{"small_end", 1024}, {"medium_end", 4096}, {"large_end", 16384}}}};
+  auto read = cuda::read_attention_tuning(good, 32768, 64);
+  ASSERT_TRUE(read.is_ok()) << read.error_message();
+  EXPECT_EQ(read.value().small_end, 1024);
+  EXPECT_EQ(read.value().medium_end, 4096);
+  EXPECT_EQ(read.value().large_end, 16384);
+  auto refused = [](const nlohmann::json& j, int64_t partitions, const std::string& says) {
+    auto r = cuda::read_attention_tuning(j, 32768, partitions);
+    ASSERT_FALSE(r.is_ok()) << j.dump();
+    EXPECT_NE(r.error_message().find(says), std::string::npos) << r.error_message();
+  };
+  refused({{"tiers", {{"small_end", 4096}, {"medium_end", 1024}, {"large_end", 16384}}}}, 64, "out of order");
+  refused({{"tiers", {{"small_end", -1}, {"medium_end", 1024}, {"large_end", 16384}}}}, 64, "out of order");
+  refused({{"tiers", {{"small_end", 1024}, {"large_end", 16384}}}}, 64, "medium_end");
+  refused({{"tiers", {{"small_end", "1024"}, {"medium_end", 1024}, {"large_end", 16384}}}}, 64, "number");
+  refused(nlohmann::json::object(), 64, "tiers");
+  // 64-key partitions to 8K keys: 128 partitions, past a scratch of 64.
+  refused({{"tiers", {{"small_end", 8192}, {"medium_end", 8192}, {"large_end", 16384}}}}, 64, "more than 64 partitions");
+}
+
+// The tuner end to end on the GPU (a short context, so that it times 1,024 and 2,048 keys): it writes its
+// cache and sets tiers the scratch holds; the next start reads the cache (a hand-edited valid file is taken
+// as it is); a damaged file is timed again and rewritten.
+TEST_F(CudaMatmulTest, AttentionTunerCachesItsTiersAndRetimesADamagedCache) {
+  const std::string dir = ::testing::TempDir() + "helium-attention-tune-" + std::to_string(::getpid());
+  const char* saved = std::getenv("HELIUM_CACHE_DIR");
+  const std::string saved_value = saved != nullptr ? saved : "";
+  setenv("HELIUM_CACHE_DIR", dir.c_str(), 1);
+  CudaBackendOptions o;
+  o.max_rows = 8;
+  o.max_context = 2048;
+  o.max_heads = 32;
+  o.max_head_dim = 128;
+  o.max_k = 4096;
+  auto backend = CudaBackend::create(o);
+  ASSERT_TRUE(backend.is_ok()) << backend.error_message();
+  CudaBackend& b = *backend.value();
+  const AttentionShape shape{32, 8, 128, 1.0f / std::sqrt(128.0f)};
+  const std::string path = b.attention_tuning_cache_path(shape, DType::BF16, 16, 2048);
+  ASSERT_TRUE(b.tune_attention(shape, DType::BF16, 16, 2048, false).is_ok());
+  std::ifstream written(path);
+  ASSERT_TRUE(written.good()) << path;
+  const nlohmann::json cache = nlohmann::json::parse(written);
+  ASSERT_EQ(cache.at("timed").size(), 8u);  // 1,024 and 2,048 keys, four sizes each (32 partitions allowed)
+  const auto tiers = b.attention_partition_tiers();
+  EXPECT_EQ(tiers[0], cache["tiers"]["small_end"].get<int>());
+  EXPECT_EQ(tiers[1], cache["tiers"]["medium_end"].get<int>());
+  EXPECT_EQ(tiers[2], cache["tiers"]["large_end"].get<int>());
+  EXPECT_LE(cuda::max_partition_count(2048, cuda::PartitionTiers{tiers[0], tiers[1], tiers[2]}), 32);
+  // A valid file is read, not re-timed.
+  std::ofstream(path) << R"({"tiers": {"small_end": 0, "medium_end": 2048, "large_end": 2048}})";
+  ASSERT_TRUE(b.tune_attention(shape, DType::BF16, 16, 2048, false).is_ok());
+  EXPECT_EQ(b.attention_partition_tiers(), (std::array<int, 3>{0, 2048, 2048}));
+  // Damaged (cut short; tiers out of order): timed again, the file rewritten.
+  for (const char* text : {R"({"tiers": {"small_end": 10)", R"({"tiers": {"small_end": 2048, "medium_end": 1024, "large_end": 4096}})"}) {
+    std::ofstream(path) << text;
+    ASSERT_TRUE(b.tune_attention(shape, DType::BF16, 16, 2048, false).is_ok());
+    std::ifstream again(path);
+    const nlohmann::json j = nlohmann::json::parse(again, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << text;
+    EXPECT_EQ(j.at("timed").size(), 8u) << text;
+    EXPECT_EQ(b.attention_partition_tiers()[0], j["tiers"]["small_end"].get<int>()) << text;
+  }
+  // retune times again whatever the file holds.
+  std::ofstream(path) << R"({"tiers": {"small_end": 0, "medium_end": 2048, "large_end": 2048}})";
+  ASSERT_TRUE(b.tune_attention(shape, DType::BF16, 16, 2048, true).is_ok());
+  std::ifstream retuned(path);
+  EXPECT_EQ(nlohmann::json::parse(retuned).at("timed").size(), 8u);
+  if (saved != nullptr) setenv("HELIUM_CACHE_DIR", saved_value.c_str(), 1);
+  else unsetenv("HELIUM_CACHE_DIR");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CudaMatmulDeathTest, BrokenPreconditionsAbort) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   alignas(16) static float fake[64];
