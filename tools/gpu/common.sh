@@ -12,8 +12,15 @@ variant_env() {
 print_tuned() {
   python3 - "${HELIUM_CACHE_DIR:-$HOME/.cache/helium}/tune" <<'PY'
 import glob, json, sys
-for path in glob.glob(sys.argv[1] + "/*.json"):
-    for e in json.load(open(path)).get("shapes", []):
+for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
+    j = json.load(open(path))
+    if "tiers" in j:
+        t = j["tiers"]
+        print(f"attention tiers ({path.rsplit('/', 1)[-1]}): 64-key partitions to {t['small_end']} keys, 128 to "
+              f"{t['medium_end']}, 256 to {t['large_end']}, then 512")
+        for r in j.get("timed", []):
+            print(f"  {r['keys']} keys, {r['partition_keys']}-key partitions: {r['us']:.2f} us")
+    for e in j.get("shapes", []):
         c = e["config"]
         if c.get("mma_stages", 0) > 0:
             print(f"tuned {e['n']} x {e['k']} ({e['dtype']}): tensor cores, {c['mma_stages']} stages, {e['us']:.1f} us")
