@@ -215,6 +215,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_ATTN_SMEM_PAD_KB", "a whole number of KB", 0, 64, pad_kb));
   m.ctx.attention_smem_pad = static_cast<size_t>(pad_kb) << 10;
   HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_SPREAD", "on", "off", m.ctx.attention_spread));
+  m.reserved_tiers = m.ctx.attention_tiers;
   m.ctx.attention_scratch_floats = cuda::attention_scratch_floats(o.max_rows, o.max_heads, o.max_head_dim, o.max_context,
                                                                   m.ctx.attention_tiers);
   HELIUM_ASSIGN_OR_RETURN(void* att, reserve(m.ctx.attention_scratch_floats * sizeof(float), "attention scratch"));

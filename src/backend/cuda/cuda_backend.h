@@ -72,7 +72,8 @@ class CudaBackend final : public Backend {
   // order than the default: results stay batch-invariant, and the cache keeps them stable across runs.
   Status tune_matmuls(const std::vector<MatmulShape>& shapes, bool retune) override;
   std::string tuning_cache_path(const std::vector<MatmulShape>& shapes) const;
-  // Times decode attention (the q/k prologue, partitions and merge, one row in a replayed graph) at each key
+  // Times decode attention (between a q/k/v projection and o_proj of q_dim-wide BF16 weights as in a decode
+  // step: the projection, the q/k prologue, partitions, merge, o_proj; one row in a replayed graph) at each key
   // count from 1,024 to the context with each partition size the reserved scratch allows, and sets the
   // partition tiers from the timings (cuda::choose_partition_tiers); cached as JSON beside the matmul choice,
   // keyed by GPU, compute capability, driver, the attention shape, cache type, page size and context. Does

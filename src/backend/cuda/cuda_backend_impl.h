@@ -18,6 +18,9 @@ struct CudaBackend::Impl {
   CudaDeviceInfo info;
   cuda::Context ctx;
   cuda::MatmulDecodeTable matmul_table;  // tuned decode matmul configurations (tune.cpp)
+  // The partition tiers at creation (the defaults or HELIUM_CUDA_ATTN_PARTITIONS's), which the attention
+  // partials' scratch was reserved for: the attention tuner's starting point and bound (tune.cpp).
+  cuda::PartitionTiers reserved_tiers;
   std::vector<std::shared_ptr<DeviceBuffer>> owned;  // scratch and imported weights
   uint8_t* pinned = nullptr;
   size_t pinned_bytes = 0, pinned_used = 0;

@@ -323,8 +323,8 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
   return Status::ok();
 }
 
-// Decode attention's partition sizes, timed where a decode step runs them: the q/k prologue then the
-// attention (partitions and merge), one row at each key count from 1,024 up to the context (powers of two,
+// Decode attention's partition sizes, timed where a decode step runs them: the q/k/v projection, the q/k
+// prologue, the attention (partitions and merge) and o_proj, one row at each key count from 1,024 up to the context (powers of two,
 // and the context itself; at most 32,768 keys, beyond which partitions are the longest either way), with
 // every size whose partition count the reserved scratch holds, in a replayed graph of programmatic launches
 // over K/V copies larger than the L2 (a step's attention reads its layer's keys from HBM).
@@ -357,7 +357,7 @@ Status CudaBackend::tune_attention(const AttentionShape& shape, DType kv_dtype, 
     return Status::ok();
   max_context = std::min(max_context, m.options.max_context);
   // The partials' scratch was reserved for the tiers in force at creation: no choice may need more.
-  const int64_t max_partitions = cuda::max_partition_count(m.options.max_context, m.ctx.attention_tiers);
+  const int64_t max_partitions = cuda::max_partition_count(m.options.max_context, m.reserved_tiers);
   const std::string path = attention_tuning_cache_path(shape, kv_dtype, page_size, max_context);
   if (!retune) {
     if (auto cached = read_cache_file(path); cached.has_value()) {
@@ -386,14 +386,31 @@ Status CudaBackend::tune_attention(const AttentionShape& shape, DType kv_dtype, 
   const Tensor v_cache(vbuf->data(), kv_dtype, {copy_slots * copies, kv_dim});
   fill_random(k_cache, 11, 0.0f, 1.0f);
   fill_random(v_cache, 12, 0.0f, 1.0f);
+  // Between the matmuls a step runs it between, as in the decode graph (timed alone, without the projection's
+  // tail to hide the partitions' early K/V loads behind, 128-key partitions won at 2K keys where 64-key ones
+  // were faster in the step: docs/benchmarks.md, thirty-fourth session): the q/k/v projection, BF16 weights
+  // of (q + 2 kv) x q, whose outputs the prologue reads, and o_proj, q x q, which reads the merge's split.
   const int64_t q_dim = int64_t{shape.n_heads} * shape.head_dim;
-  HELIUM_ASSIGN_OR_RETURN(auto qkv, allocate(static_cast<size_t>(2 * q_dim + 2 * kv_dim + shape.head_dim) * 4));
+  HELIUM_ASSIGN_OR_RETURN(auto qkv, allocate(static_cast<size_t>(5 * q_dim + 2 * kv_dim + shape.head_dim) * 4));
   float* f = static_cast<float*>(qkv->data());
   const Tensor q(f, DType::F32, {1, q_dim}), out(f + q_dim, DType::F32, {1, q_dim});
   const Tensor k(f + 2 * q_dim, DType::F32, {1, kv_dim}), v(f + 2 * q_dim + kv_dim, DType::F32, {1, kv_dim});
   const Tensor inv_freq(f + 2 * q_dim + 2 * kv_dim, DType::F32, {shape.head_dim / 2});
+  float* g = f + 2 * q_dim + 2 * kv_dim + shape.head_dim;
+  const Tensor x(g, DType::F32, {1, q_dim}), resid(g + q_dim, DType::F32, {1, q_dim}), scratch(g + 2 * q_dim, DType::F32, {1, q_dim});
   fill_random(Tensor(f, DType::F32, {2 * q_dim + 2 * kv_dim}), 13, 0.0f, 1.0f);
   fill_random(inv_freq, 14, 0.5f, 0.5f);
+  fill_random(Tensor(g, DType::F32, {2 * q_dim}), 15, 0.0f, 1.0f);
+  const int64_t qkv_rows = q_dim + 2 * kv_dim;
+  const size_t layer_w_bytes = static_cast<size_t>((qkv_rows + q_dim) * q_dim) * 2;
+  const int w_copies = static_cast<int>(std::clamp<size_t>((4 * l2 + layer_w_bytes - 1) / layer_w_bytes, 1, 16));
+  HELIUM_ASSIGN_OR_RETURN(auto wbuf, allocate(layer_w_bytes * w_copies));
+  auto* w0 = static_cast<uint16_t*>(wbuf->data());
+  fill_random(Tensor(w0, DType::BF16, {(qkv_rows + q_dim) * w_copies, q_dim}), 16, 0.0f, 0.05f);
+  auto w_qkv = [&](int i) { return Tensor(w0 + (i % w_copies) * layer_w_bytes / 2, DType::BF16, {qkv_rows, q_dim}); };
+  auto w_o = [&](int i) {
+    return Tensor(w0 + (i % w_copies) * layer_w_bytes / 2 + qkv_rows * q_dim, DType::BF16, {q_dim, q_dim});
+  };
   // Block tables (copy c: its pages in order), the row table's copy numbers, write slots, prefix, position.
   const int64_t at_rows = copies * pages, at_write = at_rows + copies, at_prefix = at_write + copies;
   std::vector<int32_t> host(static_cast<size_t>(at_prefix + 2));  // ... then the prefix and the position
@@ -411,7 +428,6 @@ Status CudaBackend::tune_attention(const AttentionShape& shape, DType kv_dtype, 
     cuda::PartitionTiers kept;
     ~TiersOnExit() { field = kept; }
   } restore{m.ctx.attention_tiers, m.ctx.attention_tiers};
-  const cuda::PartitionTiers current = m.ctx.attention_tiers;
   cudaEvent_t start, stop;
   HELIUM_CUDA_CHECK(cudaEventCreate(&start));
   HELIUM_CUDA_CHECK(cudaEventCreate(&stop));
@@ -431,7 +447,7 @@ Status CudaBackend::tune_attention(const AttentionShape& shape, DType kv_dtype, 
       t.medium_end = size <= 128 ? 1 << 30 : 0;
       t.large_end = size <= 256 ? 1 << 30 : 0;
       m.ctx.attention_tiers = t;
-      const int calls = std::max(copies, 12);
+      const int calls = std::max({copies, w_copies, 12});
       begin_capture();
       for (int i = 0; i < calls; ++i) {
         const int c = i % copies;
@@ -442,10 +458,12 @@ Status CudaBackend::tune_attention(const AttentionShape& shape, DType kv_dtype, 
         layout.write_slots = Tensor(dev + at_write + c, DType::I32, {1});
         layout.prefix_lens = Tensor(dev + at_prefix, DType::I32, {1});
         layout.max_keys = keys;
+        const Tensor qkv_out[] = {q, k, v};
+        matmul_split(x, w_qkv(i), Tensor(), qkv_out);
         cuda::qk_norm_rope_kv_write(m.ctx, q, k, v, Tensor(), Tensor(), 1e-6f, shape.n_heads, shape.n_kv_heads,
                                     positions, inv_freq, rope, layout.write_slots, k_cache, v_cache);
         m.attention(q, k_cache, v_cache, shape, layout, out, {});
-        m.forget_hints();
+        matmul_add(out, w_o(i), Tensor(), scratch, resid);
       }
       auto graph = end_capture();
       if (!graph.is_ok()) {
@@ -472,7 +490,7 @@ Status CudaBackend::tune_attention(const AttentionShape& shape, DType kv_dtype, 
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   HELIUM_RETURN_IF_ERROR(status);
-  const cuda::PartitionTiers chosen = cuda::choose_partition_tiers(timed, current);
+  const cuda::PartitionTiers chosen = cuda::choose_partition_tiers(timed, m.reserved_tiers);
   restore.kept = chosen;
   nlohmann::json out_json = {{"gpu", m.info.name}, {"compute_capability", m.info.compute_capability},
                              {"driver", m.info.driver_version},

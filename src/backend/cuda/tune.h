@@ -41,7 +41,7 @@ int choose_x_shared_from_groups(std::span<const XSharedTiming> timed);
 Result<std::vector<MatmulDecodeShapeConfig>> read_matmul_tuning(const nlohmann::json& cache);
 
 // Decode attention at `keys` keys (one row, every partition full) timed with partitions of partition_keys
-// (64, 128, 256 or 512), µs a call of the prologue and attention.
+// (64, 128, 256 or 512), µs a layer of the q/k/v projection, prologue, attention and o_proj (tune.cpp).
 struct PartitionTiming {
   int keys = 0, partition_keys = 0;
   float us = 0;
