@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <map>
+#include <string_view>
 #include <tuple>
 
 namespace helium {
