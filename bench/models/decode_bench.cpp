@@ -19,6 +19,7 @@
 // engine's batched decode, and the row counts of tree verification); tok/s counts every row's token, and
 // the ceiling is N tokens per read of the weights plus N contexts of K/V.
 #include <algorithm>
+#include <cstdint>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -290,6 +291,10 @@ int run(int argc, char** argv) {
         seqs.push_back(seq.value());
         firsts.push_back(runner.next);
       }
+#if HELIUM_HAVE_CUDA
+      // HELIUM_CUDA_ATTN_TRACE=1: the stamps of earlier runs and of the prefill go (the last run's stay, below).
+      if (auto* cb = dynamic_cast<CudaBackend*>(backend.get()); cb != nullptr) (void)cb->take_attention_trace();
+#endif
       double t0 = now_seconds();
       Status st = batch == 1 ? runner.decode(seqs[0], tokens) : runner.decode_batch(seqs, firsts, tokens);
       double t1 = now_seconds();
@@ -309,6 +314,36 @@ int run(int argc, char** argv) {
                 batch > 1 ? (" x " + std::to_string(batch) + " rows").c_str() : "", runs);
     j["decode"].push_back({{"context", context}, {"tokens", tokens}, {"tok_s", d}, {"runs_tok_s", tps},
                            {"ceiling_tok_s", ceiling}, {"ratio", d / ceiling}});
+#if HELIUM_HAVE_CUDA
+    // HELIUM_CUDA_ATTN_TRACE=1 (diagnostic): the last step's last layer of decode attention, block by block
+    // (CudaBackend::take_attention_trace), as medians of each event's time since its block started.
+    if (auto* cb = dynamic_cast<CudaBackend*>(backend.get()); cb != nullptr) {
+      const std::vector<uint64_t> t = cb->take_attention_trace();
+      constexpr int kEvents = 8;  // cuda::kAttentionTraceEvents
+      std::vector<std::vector<double>> since_start(kEvents);
+      uint64_t first = UINT64_MAX, last = 0;
+      for (size_t b = 0; b + kEvents <= t.size(); b += kEvents) {
+        if (t[b] == 0 || t[b + kEvents - 1] == 0) continue;  // not run, or past its row's keys
+        first = std::min(first, t[b]);
+        last = std::max(last, t[b + kEvents - 1]);
+        for (int e = 1; e < kEvents; ++e) since_start[e].push_back((static_cast<double>(t[b + e]) - t[b]) / 1e3);
+      }
+      if (!since_start[1].empty()) {
+        static const char* kNames[kEvents] = {"start", "slots", "wait", "first_chunk", "k_done", "softmax_done",
+                                              "v_done", "partials"};
+        nlohmann::json trace = {{"blocks", since_start[1].size()}, {"first_start_to_last_partials_us", (last - first) / 1e3}};
+        std::printf("          attention trace (last layer, %zu blocks), us from a block's start (median):",
+                    since_start[1].size());
+        for (int e = 1; e < kEvents; ++e) {
+          const double at = median(since_start[e]);
+          trace[kNames[e]] = at;
+          std::printf(" %s %.2f", kNames[e], at);
+        }
+        std::printf("; first start to last partials %.2f\n", (last - first) / 1e3);
+        j["decode"].back()["attention_trace"] = trace;
+      }
+    }
+#endif
     if (sampling && sampling->device_candidates(Backend::kMaxSelectTopK)) {
       const int64_t draws = runner.draws;  // the warm-up's and the prefills' last tokens included
       std::printf("          draws from the candidates: %lld of %lld (the rest copied the logits)\n",

@@ -220,6 +220,17 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
                                                                   m.ctx.attention_tiers);
   HELIUM_ASSIGN_OR_RETURN(void* att, reserve(m.ctx.attention_scratch_floats * sizeof(float), "attention scratch"));
   m.ctx.attention_scratch = static_cast<float*>(att);
+  bool trace = false;
+  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_ATTN_TRACE", "1", "0", trace));
+  if (trace) {
+    // A launch's blocks are at most its partials (rows x query heads x partitions), which the attention op
+    // checks fit the scratch at (head_dim + 2) floats each, and the stamping kernel's head_dim is at least 16.
+    m.attention_trace_blocks = static_cast<int64_t>(m.ctx.attention_scratch_floats / 18);
+    const size_t bytes = static_cast<size_t>(m.attention_trace_blocks) * cuda::kAttentionTraceEvents * 8;
+    HELIUM_ASSIGN_OR_RETURN(void* stamps, reserve(bytes, "attention trace"));
+    HELIUM_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(stamps, 0, bytes, m.ctx.stream), "attention trace"));
+    m.ctx.attention_trace = static_cast<unsigned long long*>(stamps);
+  }
   // The fused decode attention's counters (one per row and head group), zero between its launches.
   m.ctx.attention_counter_count = int64_t{kMaxDecodeRows} * o.max_heads;
   HELIUM_ASSIGN_OR_RETURN(void* counters, reserve(sizeof(int) * m.ctx.attention_counter_count, "attention counters"));
@@ -401,6 +412,19 @@ CudaBackend::StreamCounts CudaBackend::layer_stream_counts() const {
   StreamCounts counts;
   cuda::stream_queue_counts(impl_->ctx.stream_queue, counts.phases, counts.launches);
   return counts;
+}
+
+std::vector<uint64_t> CudaBackend::take_attention_trace() {
+  Impl& m = *impl_;
+  if (m.ctx.attention_trace == nullptr) return {};
+  const size_t n = static_cast<size_t>(m.attention_trace_blocks) * cuda::kAttentionTraceEvents;
+  std::vector<uint64_t> out(n);
+  cuda::flush_stream(m.ctx);
+  HELIUM_CUDA_CHECK(cudaStreamSynchronize(m.ctx.stream));
+  HELIUM_CUDA_CHECK(cudaMemcpy(out.data(), m.ctx.attention_trace, n * 8, cudaMemcpyDeviceToHost));
+  HELIUM_CUDA_CHECK(cudaMemsetAsync(m.ctx.attention_trace, 0, n * 8, m.ctx.stream));
+  HELIUM_CUDA_CHECK(cudaStreamSynchronize(m.ctx.stream));
+  return out;
 }
 
 int64_t CudaBackend::qkv_prologue_count() const { return impl_->qkv_prologues; }

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -94,6 +95,11 @@ class CudaBackend final : public Backend {
     int64_t phases = 0, launches = 0;
   };
   StreamCounts layer_stream_counts() const;
+  // With HELIUM_CUDA_ATTN_TRACE=1 (diagnostic): the decode partition kernel's blocks stamp their events
+  // (%globaltimer ns; cuda_ops.cuh, Context::attention_trace) in every launch, graphs included, each launch
+  // over the last — after a decode step, its last layer's. Per block, kAttentionTraceEvents (8) stamps; a
+  // block that has not run since the last call here reads 0 (the call clears the buffer). Empty without it.
+  std::vector<uint64_t> take_attention_trace();
   // Decode steps' q/k/v projections that did the attention prologue in their stores so far
   // (rms_norm_qkv_attention; cuda_ops.cuh, rms_norm_qkv_prologue): for tests.
   int64_t qkv_prologue_count() const;

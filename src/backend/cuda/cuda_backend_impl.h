@@ -21,6 +21,7 @@ struct CudaBackend::Impl {
   // The partition tiers at creation (the defaults or HELIUM_CUDA_ATTN_PARTITIONS's), which the attention
   // partials' scratch was reserved for: the attention tuner's starting point and bound (tune.cpp).
   cuda::PartitionTiers reserved_tiers;
+  int64_t attention_trace_blocks = 0;  // HELIUM_CUDA_ATTN_TRACE's buffer (CudaBackend::take_attention_trace)
   std::vector<std::shared_ptr<DeviceBuffer>> owned;  // scratch and imported weights
   uint8_t* pinned = nullptr;
   size_t pinned_bytes = 0, pinned_used = 0;
