@@ -319,7 +319,7 @@ int run(int argc, char** argv) {
     // (CudaBackend::take_attention_trace), as medians of each event's time since its block started.
     if (auto* cb = dynamic_cast<CudaBackend*>(backend.get()); cb != nullptr) {
       const std::vector<uint64_t> t = cb->take_attention_trace();
-      constexpr int kEvents = 8;  // cuda::kAttentionTraceEvents
+      constexpr int kEvents = CudaBackend::kAttentionTraceEvents;
       std::vector<std::vector<double>> since_start(kEvents);
       uint64_t first = UINT64_MAX, last = 0;
       for (size_t b = 0; b + kEvents <= t.size(); b += kEvents) {

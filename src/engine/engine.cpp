@@ -79,6 +79,11 @@ ScratchShape scratch_shape_of(const Checkpoint& ckpt) {
   return s;
 }
 
+// The KV cache's element type: the caller's, else F32 on the CPU and BF16 on a GPU.
+DType kv_dtype_for(const EngineOptions& options, const DeviceChoice& device) {
+  return options.kv_dtype.value_or(device.cpu ? DType::F32 : DType::BF16);
+}
+
 Result<DeviceChoice> make_backend(const EngineOptions& options, int64_t context, [[maybe_unused]] const ScratchShape& shape) {
   auto rows_for = [&](bool cuda) {
     if (options.max_rows > 0) return options.max_rows;
@@ -124,7 +129,7 @@ Result<std::string> Engine::tune(const std::string& model_dir, EngineOptions opt
   mo.max_rows = device.rows_per_forward;
   mo.max_context = context;
   mo.retune_kernels = true;
-  mo.kv_dtype = options.kv_dtype.value_or(device.cpu ? DType::F32 : DType::BF16);
+  mo.kv_dtype = kv_dtype_for(options, device);
   HELIUM_ASSIGN_OR_RETURN(auto model, load_model(ckpt, *device.backend, mo));
   return device.backend->name();
 }
@@ -141,7 +146,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& model_dir, const
   const int64_t context = context_for(e->checkpoint_, options.context);
   HELIUM_ASSIGN_OR_RETURN(DeviceChoice device, make_backend(options, context, scratch_shape_of(e->checkpoint_)));
   e->backend_ = std::move(device.backend);
-  const DType kv_dtype = options.kv_dtype.value_or(device.cpu ? DType::F32 : DType::BF16);
+  const DType kv_dtype = kv_dtype_for(options, device);
   ModelOptions mo;
   mo.max_rows = device.rows_per_forward;
   mo.max_context = context;

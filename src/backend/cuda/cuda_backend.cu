@@ -414,6 +414,8 @@ CudaBackend::StreamCounts CudaBackend::layer_stream_counts() const {
   return counts;
 }
 
+static_assert(CudaBackend::kAttentionTraceEvents == cuda::kAttentionTraceEvents);
+
 std::vector<uint64_t> CudaBackend::take_attention_trace() {
   Impl& m = *impl_;
   if (m.ctx.attention_trace == nullptr) return {};

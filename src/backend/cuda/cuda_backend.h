@@ -100,6 +100,7 @@ class CudaBackend final : public Backend {
   // over the last — after a decode step, its last layer's. Per block, kAttentionTraceEvents (8) stamps; a
   // block that has not run since the last call here reads 0 (the call clears the buffer). Empty without it.
   std::vector<uint64_t> take_attention_trace();
+  static constexpr int kAttentionTraceEvents = 8;  // cuda::kAttentionTraceEvents
   // Decode steps' q/k/v projections that did the attention prologue in their stores so far
   // (rms_norm_qkv_attention; cuda_ops.cuh, rms_norm_qkv_prologue): for tests.
   int64_t qkv_prologue_count() const;

@@ -27,10 +27,11 @@ constexpr int kSelectionRuleRevision = 3;
 // The attention tuner's (timing and rule): a cache written by another revision is timed again.
 constexpr int kAttentionTuneRevision = 1;
 
-// Puts a Context field back as it was on every way out of the tuner.
+// Puts a Context field back as it was on every way out of the tuner (or to `kept`, where the tuner sets it).
+template <class T>
 struct RestoredOnExit {
-  int& field;
-  const int kept = field;
+  T& field;
+  T kept = field;
   ~RestoredOnExit() { field = kept; }
 };
 
@@ -38,6 +39,20 @@ std::string sanitize(std::string s) {
   for (char& c : s)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '-';
   return s;
+}
+
+// $HELIUM_CACHE_DIR/tune/<gpu>_sm<cc>_driver<version>_<kind><hash of key>.json: a tuning cache file of this
+// device, one per key (what the choice depends on besides the device).
+std::string cache_file_path(const CudaDeviceInfo& info, const char* kind, const std::string& key) {
+  std::ostringstream name;
+  name << sanitize(info.name) << "_sm" << info.compute_capability << "_driver" << info.driver_version << "_" << kind
+       << std::hex << std::hash<std::string>{}(key) << ".json";
+  return helium_cache_dir() + "/tune/" + name.str();
+}
+
+// The device a tuning cache file was timed on, its first fields.
+nlohmann::json cache_file_header(const CudaDeviceInfo& info) {
+  return {{"gpu", info.name}, {"compute_capability", info.compute_capability}, {"driver", info.driver_version}};
 }
 
 // A tuning cache file's JSON; nothing for a file that is missing or not JSON.
@@ -206,11 +221,7 @@ std::string CudaBackend::tuning_cache_path(const std::vector<MatmulShape>& shape
   for (const auto& s : shapes)
     key << s.n << 'x' << s.k << dtype_name(s.dtype) << 'm' << cuda::matmul_decode_default_config(s.n, s.k, s.dtype).mma_stages
         << ';';
-  const size_t hash = std::hash<std::string>{}(key.str());
-  std::ostringstream name;
-  name << sanitize(impl_->info.name) << "_sm" << impl_->info.compute_capability << "_driver" << impl_->info.driver_version
-       << "_" << std::hex << hash << ".json";
-  return helium_cache_dir() + "/tune/" + name.str();
+  return cache_file_path(impl_->info, "", key.str());
 }
 
 Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool retune) {
@@ -230,10 +241,10 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
   // Time each candidate at one row (the decode case) on random inputs, on the four-row instance of the
   // tensor-core kernel whose depth the table sets (launches of 2-4 rows; one-row launches take the one-row
   // instance at Context::mma_one_row_stages, a depth chosen in the decode graph: docs/benchmarks.md).
-  const RestoredOnExit four_row{m.ctx.mma_one_row_stages};
+  const RestoredOnExit<int> four_row{m.ctx.mma_one_row_stages};
   m.ctx.mma_one_row_stages = 0;
-  nlohmann::json out = {{"gpu", m.info.name}, {"compute_capability", m.info.compute_capability},
-                        {"driver", m.info.driver_version}, {"shapes", nlohmann::json::array()}};
+  nlohmann::json out = cache_file_header(m.info);
+  out["shapes"] = nlohmann::json::array();
   cudaEvent_t start, stop;
   HELIUM_CUDA_CHECK(cudaEventCreate(&start));
   HELIUM_CUDA_CHECK(cudaEventCreate(&stop));
@@ -287,7 +298,7 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
            m.ctx.matmul_scratch_bytes >= static_cast<size_t>(16 * (most_groups + 1) * s.k) * 4)
       ++most_groups;
     if (best.mma_stages > 0 && most_groups > 0) {
-      const RestoredOnExit x_shared{m.ctx.mma_x_shared};
+      const RestoredOnExit<int> x_shared{m.ctx.mma_x_shared};
       const int64_t most_rows = int64_t{16} * most_groups;
       HELIUM_ASSIGN_OR_RETURN(auto xrows, allocate(static_cast<size_t>(most_rows * s.k) * 4));
       HELIUM_ASSIGN_OR_RETURN(auto yrows, allocate(static_cast<size_t>(most_rows * s.n) * 4));
@@ -334,11 +345,7 @@ std::string CudaBackend::attention_tuning_cache_path(const AttentionShape& shape
   key << "attention-" << kAttentionTuneRevision << ';' << shape.n_heads << ';' << shape.n_kv_heads << ';'
       << shape.head_dim << ';' << dtype_name(kv_dtype) << ';' << page_size << ';' << max_context << ';'
       << impl_->options.max_context;
-  const size_t hash = std::hash<std::string>{}(key.str());
-  std::ostringstream name;
-  name << sanitize(impl_->info.name) << "_sm" << impl_->info.compute_capability << "_driver" << impl_->info.driver_version
-       << "_attention_" << std::hex << hash << ".json";
-  return helium_cache_dir() + "/tune/" + name.str();
+  return cache_file_path(impl_->info, "attention_", key.str());
 }
 
 std::array<int, 3> CudaBackend::attention_partition_tiers() const {
@@ -425,11 +432,7 @@ Status CudaBackend::tune_attention(const AttentionShape& shape, DType kv_dtype, 
   const Tensor positions(dev + at_prefix + 1, DType::I32, {1});
   const RopeParams rope{shape.head_dim, shape.head_dim, 1.0f};
 
-  struct TiersOnExit {  // the context's tiers back as they were, or the choice once made
-    cuda::PartitionTiers& field;
-    cuda::PartitionTiers kept;
-    ~TiersOnExit() { field = kept; }
-  } restore{m.ctx.attention_tiers, m.ctx.attention_tiers};
+  RestoredOnExit<cuda::PartitionTiers> restore{m.ctx.attention_tiers};  // or the choice, once made
   cudaEvent_t start, stop;
   HELIUM_CUDA_CHECK(cudaEventCreate(&start));
   HELIUM_CUDA_CHECK(cudaEventCreate(&stop));
@@ -494,11 +497,9 @@ Status CudaBackend::tune_attention(const AttentionShape& shape, DType kv_dtype, 
   HELIUM_RETURN_IF_ERROR(status);
   const cuda::PartitionTiers chosen = cuda::choose_partition_tiers(timed, m.reserved_tiers);
   restore.kept = chosen;
-  nlohmann::json out_json = {{"gpu", m.info.name}, {"compute_capability", m.info.compute_capability},
-                             {"driver", m.info.driver_version},
-                             {"tiers", {{"small_end", chosen.small_end}, {"medium_end", chosen.medium_end},
-                                        {"large_end", chosen.large_end}}},
-                             {"timed", timings}};
+  nlohmann::json out_json = cache_file_header(m.info);
+  out_json["tiers"] = {{"small_end", chosen.small_end}, {"medium_end", chosen.medium_end}, {"large_end", chosen.large_end}};
+  out_json["timed"] = timings;
   write_cache_file(path, out_json);
   return Status::ok();
 }
