@@ -2,6 +2,8 @@
 // missing tensor, wrong shape, inconsistent head counts, unsupported options.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -60,6 +62,21 @@ class ModelErrors : public ::testing::Test {
 };
 
 TEST_F(ModelErrors, GoodCheckpointLoads) { EXPECT_EQ(load_error(), ""); }
+
+// HELIUM_STEP_UPLOAD (diagnostic): 'one' and 'regions' load; anything else is refused by name.
+TEST_F(ModelErrors, StepUploadSwitchTakesOneOrRegions) {
+  const char* saved = std::getenv("HELIUM_STEP_UPLOAD");
+  const std::string kept = saved != nullptr ? saved : "";
+  setenv("HELIUM_STEP_UPLOAD", "regions", 1);
+  EXPECT_EQ(load_error(), "");
+  setenv("HELIUM_STEP_UPLOAD", "one", 1);
+  EXPECT_EQ(load_error(), "");
+  setenv("HELIUM_STEP_UPLOAD", "both", 1);
+  const std::string e = load_error();
+  EXPECT_NE(e.find("HELIUM_STEP_UPLOAD must be 'one' or 'regions', not 'both'"), std::string::npos) << e;
+  if (saved != nullptr) setenv("HELIUM_STEP_UPLOAD", kept.c_str(), 1);
+  else unsetenv("HELIUM_STEP_UPLOAD");
+}
 
 TEST_F(ModelErrors, UnknownModelTypeIsNamed) {
   config_["model_type"] = "gpt_neox";
