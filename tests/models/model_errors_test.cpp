@@ -2,9 +2,8 @@
 // missing tensor, wrong shape, inconsistent head counts, unsupported options.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
