@@ -212,6 +212,13 @@ struct Context {
   // its wait) 204.8 / 204.7 and 171.1 / 171.0. Deeper one-row rings at two blocks a multiprocessor (10, 12
   // stages) ran slower than the four-row instance (call 1: 209.6 and 203.3 at 1K against 214.7).
   int mma_one_row_stages = 6;
+  // o_proj after decode attention (one row, x the merge's split) on the one-row instance with this many
+  // stages (10, 12 or 16; 0: mma_one_row_stages and its spread), at the residency its shared memory gives.
+  // With the merge's early trigger (merge_early_trigger_keys) its blocks become resident beside the
+  // partition blocks and fill their rings — up to 15 of an item's 16 steps a warp — with o_proj's weights
+  // while the attention chain, which leaves the memory idle, runs. HELIUM_CUDA_OPROJ_STAGES=0|10|12|16.
+  // The same bits either way. Off until measured.
+  int oproj_stages = 0;
   // The one-row instance's blocks per multiprocessor, at most (matmul.cu, one_row_block_smem pads a block's
   // shared memory to hold it there; HELIUM_CUDA_MMA_BLOCKS=1..4). Three: on the H200 (Qwen3-8B shape, 256
   // tokens, two rounds; docs/benchmarks.md, twenty-fourth session) four blocks of 6 stages decoded 211.62 /

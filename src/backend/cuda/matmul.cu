@@ -1823,6 +1823,9 @@ MmaKernel pick_mma_kernel(int row_group, int stages, bool prologue) {
         case 6: return matmul_mma_kernel<1, 6>;
         case 7: return matmul_mma_kernel<1, 7>;
         case 8: return matmul_mma_kernel<1, 8>;
+        case 10: return matmul_mma_kernel<1, 10>;
+        case 12: return matmul_mma_kernel<1, 12>;
+        case 16: return matmul_mma_kernel<1, 16>;
       }
       return nullptr;
     case 4: return pick_mma_stages<4>(stages);
@@ -2127,8 +2130,11 @@ int x_shared_from_groups(const Context& c, const MatmulShape& shape) {
 // stages or smaller groups where the device's shared memory is smaller (speed only).
 // presplit: x's split is already there (written by the previous matmul's store), no split kernel.
 // prologue: the stores do the attention prologue (rms_norm_qkv_prologue; at most 4 rows), or null.
+// after_attention: o_proj after decode attention (presplit its merge's split): one row takes
+// Context::oproj_stages' ring where it is set.
 void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int stages,
-                const __nv_bfloat16* presplit = nullptr, const PrologueArgs* prologue = nullptr) {
+                const __nv_bfloat16* presplit = nullptr, const PrologueArgs* prologue = nullptr,
+                bool after_attention = false) {
   if (prologue == nullptr && stream_enqueue(c, p, shape, presplit)) return;
   if (presplit != nullptr) {
     p.x_split = presplit;
@@ -2160,7 +2166,10 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
     return;
   }
   // One row: the RG 1 instance at Context::mma_one_row_stages, where it fits.
-  const int one_row = c.mma_one_row_stages;
+  const bool deep = after_attention && shape.rows == 1 && c.oproj_stages > 0 && prologue == nullptr &&
+                    pick_mma_kernel(1, c.oproj_stages, false) != nullptr &&
+                    mma_smem_bytes(1, c.oproj_stages) <= smem_optin_limit();
+  const int one_row = deep ? c.oproj_stages : c.mma_one_row_stages;
   if (shape.rows == 1 && prologue == nullptr && one_row > 0 && mma_smem_bytes(1, one_row) <= smem_optin_limit() &&
       pick_mma_kernel(1, one_row, false) != nullptr) {
     row_group = 1;
@@ -2179,7 +2188,7 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
   p.feature_blocks = (positions + per_item - 1) / per_item;
   const int64_t items = p.row_groups * p.feature_blocks;
   const size_t need = mma_smem_bytes(row_group, stages);
-  const size_t smem = row_group == 1 ? one_row_block_smem(c, items, need) : rows_block_smem(c, items, need);
+  const size_t smem = deep ? need : row_group == 1 ? one_row_block_smem(c, items, need) : rows_block_smem(c, items, need);
   HELIUM_CUDA_REQUIRE("matmul", smem <= limit);
   HELIUM_CUDA_REQUIRE("matmul", items < (int64_t{1} << 31) - int64_t{1} * 1024 * 1024);  // 32-bit item counters
   const MmaKernel kernel = pick_mma_kernel(row_group, stages, prologue != nullptr);
@@ -2213,7 +2222,8 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
                    const MatmulShape& shape, const MatmulDecodeConfig& cfg, bool accumulate = false,
                    const XInput& xin = {}, const Tensor& act = Tensor(), __nv_bfloat16* act_split = nullptr,
                    const __nv_bfloat16* presplit = nullptr, const NormHandoff* next = nullptr,
-                   const NormHandoff* pre = nullptr, const PrologueArgs* prologue = nullptr) {
+                   const NormHandoff* pre = nullptr, const PrologueArgs* prologue = nullptr,
+                   bool after_attention = false) {
   HELIUM_CUDA_REQUIRE("matmul", matmul_decode_config_valid(cfg, w.dtype));
   const bool handoff = next != nullptr || pre != nullptr;
   if (cfg.mma_stages > 0 && !mma_operands_ok(w, shape.k)) {  // a misaligned weight view: the FMA kernel
@@ -2275,7 +2285,7 @@ void launch_decode(const Context& c, const Tensor& x, const Tensor& w, const Ten
       p.row_sq = pre->sq;
       p.sq_blocks = (shape.k + kMmaFeatures - 1) / kMmaFeatures;
     }
-    launch_mma(c, p, shape, cfg.mma_stages, presplit, prologue);
+    launch_mma(c, p, shape, cfg.mma_stages, presplit, prologue, after_attention);
     return;
   }
   HELIUM_CUDA_REQUIRE("matmul", !handoff && prologue == nullptr);
@@ -2667,7 +2677,8 @@ bool matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor
   const bool mma = cfg.mma_stages > 0 && mma_operands_ok(w, shape.k);
   const bool handoff = next != nullptr && next->split != nullptr && mma;
   launch_decode(c, x, w, bias, std::span<const Tensor>(&y, 1), shape, cfg, /*accumulate=*/true, {}, Tensor(), nullptr,
-                mma ? presplit : nullptr, handoff ? next : nullptr);
+                mma ? presplit : nullptr, handoff ? next : nullptr, nullptr, nullptr,
+                /*after_attention=*/mma && presplit != nullptr);
   if (took_presplit != nullptr) *took_presplit = mma && presplit != nullptr;
   return handoff;
 }

@@ -53,6 +53,8 @@ Status read_choice(const char* variable, std::initializer_list<std::pair<std::st
 Status read_matmul_switches(Context& ctx) {
   HELIUM_RETURN_IF_ERROR(read_choice("HELIUM_CUDA_MMA_ONE_ROW", {{"0", 0}, {"6", 6}, {"7", 7}, {"8", 8}},
                                      "0, 6, 7 or 8", ctx.mma_one_row_stages));
+  HELIUM_RETURN_IF_ERROR(read_choice("HELIUM_CUDA_OPROJ_STAGES", {{"0", 0}, {"10", 10}, {"12", 12}, {"16", 16}},
+                                     "0, 10, 12 or 16", ctx.oproj_stages));
   long blocks = ctx.mma_one_row_blocks;
   HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_MMA_BLOCKS", "a block count", 1, 4, blocks));
   ctx.mma_one_row_blocks = static_cast<int>(blocks);

@@ -704,7 +704,7 @@ TEST_F(CudaMatmulTest, OneRowInstanceHasTheFourRowBits) {
               make_weights(DType::BF16, random_reals(rng, static_cast<size_t>(s.n * s.k))), s.bias ? &bias : nullptr);
     g.ctx.mma_one_row_stages = 0;
     const std::vector<float> four = p.run(g, 1);
-    for (int stages : {6, 7, 8}) {
+    for (int stages : {6, 7, 8, 10, 12, 16}) {  // 10-16: o_proj's deep rings (Context::oproj_stages)
       g.ctx.mma_one_row_stages = stages;
       const std::vector<float> one = p.run(g, 1);
       int64_t j = 0;
@@ -959,7 +959,7 @@ TEST(CudaMatmulHostTest, TunerTakesTheXSharedKernelFromWhereItKeepsWinning) {
 // The matmul's switches (switches.h), one parser for the backend, these tests and the benchmark: each
 // spelling sets its Context field, unset or empty leaves the default, a malformed value is refused by name.
 TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
-  const char* names[] = {"HELIUM_CUDA_MMA_ONE_ROW", "HELIUM_CUDA_MMA_BLOCKS", "HELIUM_CUDA_MMA_SPREAD",
+  const char* names[] = {"HELIUM_CUDA_MMA_ONE_ROW", "HELIUM_CUDA_OPROJ_STAGES", "HELIUM_CUDA_MMA_BLOCKS", "HELIUM_CUDA_MMA_SPREAD",
                          "HELIUM_CUDA_MMA_SPREAD_ROWS", "HELIUM_CUDA_MMA_XSHARED", "HELIUM_CUDA_MMA_XSHARED_STAGES",
                          "HELIUM_CUDA_MMA_XSHARED_GROUPS"};
   std::map<std::string, std::string> saved;
@@ -971,6 +971,7 @@ TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
   cuda::Context ctx;
   ASSERT_TRUE(cuda::read_matmul_switches(ctx).is_ok());
   EXPECT_EQ(ctx.mma_one_row_stages, defaults.mma_one_row_stages);
+  EXPECT_EQ(ctx.oproj_stages, defaults.oproj_stages);
   EXPECT_EQ(ctx.mma_one_row_blocks, defaults.mma_one_row_blocks);
   EXPECT_EQ(ctx.mma_spread, defaults.mma_spread);
   EXPECT_EQ(ctx.mma_spread_rows, defaults.mma_spread_rows);
@@ -985,6 +986,8 @@ TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
     int expected;
   } taken[] = {{"HELIUM_CUDA_MMA_ONE_ROW", "0", &cuda::Context::mma_one_row_stages, 0},
                {"HELIUM_CUDA_MMA_ONE_ROW", "8", &cuda::Context::mma_one_row_stages, 8},
+               {"HELIUM_CUDA_OPROJ_STAGES", "12", &cuda::Context::oproj_stages, 12},
+               {"HELIUM_CUDA_OPROJ_STAGES", "0", &cuda::Context::oproj_stages, 0},
                {"HELIUM_CUDA_MMA_BLOCKS", "2", &cuda::Context::mma_one_row_blocks, 2},
                {"HELIUM_CUDA_MMA_XSHARED", "auto", &cuda::Context::mma_x_shared, -1},
                {"HELIUM_CUDA_MMA_XSHARED", "off", &cuda::Context::mma_x_shared, 0},
@@ -1000,6 +1003,7 @@ TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
     cuda::Context c;
     c.mma_x_shared = 2;  // so that "off" and "" are told apart from the default
     c.mma_x_shared_groups = 2;  // and "auto"
+    c.oproj_stages = 16;        // and "0"
     const Status s = cuda::read_matmul_switches(c);
     EXPECT_TRUE(s.is_ok()) << t.name << "=" << t.value << ": " << s.message();
     EXPECT_EQ(c.*t.field, t.expected) << t.name << "=" << t.value;
@@ -1011,7 +1015,8 @@ TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
   unsetenv("HELIUM_CUDA_MMA_SPREAD_ROWS");
 
   const std::pair<const char*, const char*> refused[] = {
-      {"HELIUM_CUDA_MMA_ONE_ROW", "5"},        {"HELIUM_CUDA_MMA_ONE_ROW", "6x"},   {"HELIUM_CUDA_MMA_BLOCKS", "0"},
+      {"HELIUM_CUDA_MMA_ONE_ROW", "5"},        {"HELIUM_CUDA_MMA_ONE_ROW", "6x"},   {"HELIUM_CUDA_OPROJ_STAGES", "8"},
+      {"HELIUM_CUDA_OPROJ_STAGES", "deep"},    {"HELIUM_CUDA_MMA_BLOCKS", "0"},
       {"HELIUM_CUDA_MMA_BLOCKS", "two"},       {"HELIUM_CUDA_MMA_SPREAD", "1"},     {"HELIUM_CUDA_MMA_SPREAD_ROWS", "wide"},
       {"HELIUM_CUDA_MMA_XSHARED", "8"},        {"HELIUM_CUDA_MMA_XSHARED", "on"},   {"HELIUM_CUDA_MMA_XSHARED", "2 "},
       {"HELIUM_CUDA_MMA_XSHARED_STAGES", "6"}, {"HELIUM_CUDA_MMA_XSHARED_STAGES", "-4"},
