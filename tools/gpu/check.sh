@@ -74,10 +74,9 @@ HELIUM_CUDA_QKV_PROLOGUE=on run models_test_qkv_prologue 120 "$BIN/models_test" 
 # The goldens with one-row matmuls on the four-row instance (the one-row instance is the default;
 # cuda_matmul_test checks that the two give the same bits).
 HELIUM_CUDA_MMA_ONE_ROW=0 run models_test_four_row 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
-# The goldens with o_proj's deep ring launched in the attention chain (Context::oproj_stages; off by default;
-# cuda_matmul_test checks the instance's bits).
-HELIUM_CUDA_OPROJ_STAGES=10 HELIUM_CUDA_MERGE_TRIGGER_KEYS=0 run models_test_oproj_deep 120 "$BIN/models_test" \
-  --gtest_brief=1 --gtest_filter='*cuda*'
+# The goldens with o_proj on the one-row instance's spread ring (Context::oproj_stages, 10 by default;
+# cuda_matmul_test checks that the depths give the same bits).
+HELIUM_CUDA_OPROJ_STAGES=0 run models_test_oproj_shallow 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
 # The goldens with o_proj splitting its x itself (the attention merge writes the split by default;
 # cuda_fused_test checks that the two give the same bits).
 HELIUM_CUDA_ATTN_SPLIT=off run models_test_no_attention_split 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'

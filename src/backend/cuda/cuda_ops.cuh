@@ -213,12 +213,17 @@ struct Context {
   // stages) ran slower than the four-row instance (call 1: 209.6 and 203.3 at 1K against 214.7).
   int mma_one_row_stages = 6;
   // o_proj after decode attention (one row, x the merge's split) on the one-row instance with this many
-  // stages (10, 12 or 16; 0: mma_one_row_stages and its spread), at the residency its shared memory gives.
-  // With the merge's early trigger (merge_early_trigger_keys) its blocks become resident beside the
-  // partition blocks and fill their rings — up to 15 of an item's 16 steps a warp — with o_proj's weights
-  // while the attention chain, which leaves the memory idle, runs. HELIUM_CUDA_OPROJ_STAGES=0|10|12|16.
-  // The same bits either way. Off until measured.
-  int oproj_stages = 0;
+  // stages (10, 12 or 16; 0: mma_one_row_stages and its spread), at the residency its shared memory gives
+  // (10 stages, 94 KB: two blocks a multiprocessor, or one beside a 1K step's spread partition block): its
+  // blocks, launched as the merge triggers (merge_early_trigger_keys), fill nine stages a warp with o_proj's
+  // weights before their wait (five at 6 stages), while the latency-bound attention chain leaves the memory
+  // idle. HELIUM_CUDA_OPROJ_STAGES=0|10|12|16. The same
+  // bits either way. On an H100 (Qwen3-8B shape, 256 tokens, tok/s, pairs back to back on one machine;
+  // docs/benchmarks.md, thirty-fifth session) 10 / 0: 1K 181.57 / 180.52, 181.38 / 180.52, 181.40 / 180.70,
+  // 8K 170.06 / 169.49, 170.19 / 169.45, 170.34 / 169.60, 32K 141.79 / 142.22 and 141.87; 12 stages (112 KB,
+  // no longer beside the partition block) 180.2 at 1K; with the partitions triggering at their start
+  // (so that o_proj launches before the K/V land) 174.2. Not yet timed on an H200.
+  int oproj_stages = 10;
   // The one-row instance's blocks per multiprocessor, at most (matmul.cu, one_row_block_smem pads a block's
   // shared memory to hold it there; HELIUM_CUDA_MMA_BLOCKS=1..4). Three: on the H200 (Qwen3-8B shape, 256
   // tokens, two rounds; docs/benchmarks.md, twenty-fourth session) four blocks of 6 stages decoded 211.62 /
