@@ -217,8 +217,8 @@ struct Context {
   // (10 stages, 94 KB: two blocks a multiprocessor, or one beside a 1K step's spread partition block): its
   // blocks, launched as the merge triggers (merge_early_trigger_keys), fill nine stages a warp with o_proj's
   // weights before their wait (five at 6 stages), while the latency-bound attention chain leaves the memory
-  // idle. HELIUM_CUDA_OPROJ_STAGES=0|10|12|16. The same
-  // bits either way. On an H100 (Qwen3-8B shape, 256 tokens, tok/s, pairs back to back on one machine;
+  // idle (every one-row matmul at 10 or 12 stages lost, above; o_proj alone gains). HELIUM_CUDA_OPROJ_STAGES=
+  // 0|10|12|16. The same bits either way. On an H100 (Qwen3-8B shape, 256 tokens, tok/s, pairs back to back;
   // docs/benchmarks.md, thirty-fifth session) 10 / 0: 1K 181.57 / 180.52, 181.38 / 180.52, 181.40 / 180.70,
   // 8K 170.06 / 169.49, 170.19 / 169.45, 170.34 / 169.60, 32K 141.79 / 142.22 and 141.87; 12 stages (112 KB,
   // no longer beside the partition block) 180.2 at 1K; with the partitions triggering at their start

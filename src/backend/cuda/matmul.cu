@@ -2188,7 +2188,9 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
   p.feature_blocks = (positions + per_item - 1) / per_item;
   const int64_t items = p.row_groups * p.feature_blocks;
   const size_t need = mma_smem_bytes(row_group, stages);
-  const size_t smem = deep ? need : row_group == 1 ? one_row_block_smem(c, items, need) : rows_block_smem(c, items, need);
+  const size_t smem = deep             ? need
+                      : row_group == 1 ? one_row_block_smem(c, items, need)
+                                       : rows_block_smem(c, items, need);
   HELIUM_CUDA_REQUIRE("matmul", smem <= limit);
   HELIUM_CUDA_REQUIRE("matmul", items < (int64_t{1} << 31) - int64_t{1} * 1024 * 1024);  // 32-bit item counters
   const MmaKernel kernel = pick_mma_kernel(row_group, stages, prologue != nullptr);

@@ -959,9 +959,9 @@ TEST(CudaMatmulHostTest, TunerTakesTheXSharedKernelFromWhereItKeepsWinning) {
 // The matmul's switches (switches.h), one parser for the backend, these tests and the benchmark: each
 // spelling sets its Context field, unset or empty leaves the default, a malformed value is refused by name.
 TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
-  const char* names[] = {"HELIUM_CUDA_MMA_ONE_ROW", "HELIUM_CUDA_OPROJ_STAGES", "HELIUM_CUDA_MMA_BLOCKS", "HELIUM_CUDA_MMA_SPREAD",
-                         "HELIUM_CUDA_MMA_SPREAD_ROWS", "HELIUM_CUDA_MMA_XSHARED", "HELIUM_CUDA_MMA_XSHARED_STAGES",
-                         "HELIUM_CUDA_MMA_XSHARED_GROUPS"};
+  const char* names[] = {"HELIUM_CUDA_MMA_ONE_ROW",     "HELIUM_CUDA_OPROJ_STAGES",       "HELIUM_CUDA_MMA_BLOCKS",
+                         "HELIUM_CUDA_MMA_SPREAD",      "HELIUM_CUDA_MMA_SPREAD_ROWS",    "HELIUM_CUDA_MMA_XSHARED",
+                         "HELIUM_CUDA_MMA_XSHARED_STAGES", "HELIUM_CUDA_MMA_XSHARED_GROUPS"};
   std::map<std::string, std::string> saved;
   for (const char* n : names) {
     if (const char* v = std::getenv(n)) saved[n] = v;
