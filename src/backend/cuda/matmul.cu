@@ -2165,13 +2165,15 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
                         c.mma_x_shared > 0 ? c.mma_x_shared : -1);
     return;
   }
-  // One row: the RG 1 instance at Context::mma_one_row_stages, where it fits.
-  const bool deep = after_attention && shape.rows == 1 && c.oproj_stages > 0 && prologue == nullptr &&
-                    pick_mma_kernel(1, c.oproj_stages, false) != nullptr &&
-                    mma_smem_bytes(1, c.oproj_stages) <= smem_optin_limit();
+  // One row: the RG 1 instance at Context::mma_one_row_stages (o_proj after attention: oproj_stages), where
+  // it fits.
+  auto one_row_fits = [](int s) {
+    return s > 0 && mma_smem_bytes(1, s) <= smem_optin_limit() && pick_mma_kernel(1, s, false) != nullptr;
+  };
+  const bool one_row_launch = shape.rows == 1 && prologue == nullptr;
+  const bool deep = one_row_launch && after_attention && one_row_fits(c.oproj_stages);
   const int one_row = deep ? c.oproj_stages : c.mma_one_row_stages;
-  if (shape.rows == 1 && prologue == nullptr && one_row > 0 && mma_smem_bytes(1, one_row) <= smem_optin_limit() &&
-      pick_mma_kernel(1, one_row, false) != nullptr) {
+  if (one_row_launch && one_row_fits(one_row)) {
     row_group = 1;
     stages = one_row;
   }
@@ -2678,10 +2680,11 @@ bool matmul_add(const Context& c, const Tensor& x, const Tensor& w, const Tensor
   const MatmulDecodeConfig cfg = decode_config_for(c, shape, w.dtype);
   const bool mma = cfg.mma_stages > 0 && mma_operands_ok(w, shape.k);
   const bool handoff = next != nullptr && next->split != nullptr && mma;
+  const bool takes_split = mma && presplit != nullptr;  // x is the attention merge's split
   launch_decode(c, x, w, bias, std::span<const Tensor>(&y, 1), shape, cfg, /*accumulate=*/true, {}, Tensor(), nullptr,
-                mma ? presplit : nullptr, handoff ? next : nullptr, nullptr, nullptr,
-                /*after_attention=*/mma && presplit != nullptr);
-  if (took_presplit != nullptr) *took_presplit = mma && presplit != nullptr;
+                takes_split ? presplit : nullptr, handoff ? next : nullptr, nullptr, nullptr,
+                /*after_attention=*/takes_split);
+  if (took_presplit != nullptr) *took_presplit = takes_split;
   return handoff;
 }
 
