@@ -7,9 +7,11 @@
 //
 //   helium_bench_decode [--device cpu|cuda] [--config DIR] [--contexts 1024,8192,32768] [--tokens 512]
 //                       [--prefill 4096] [--chunk ROWS] [--runs 3] [--threads N] [--json PATH]
-//                       [--host-argmax 1] [--sample TEMPERATURE,TOP_P[,TOP_K]] [--batch N]
+//                       [--host-argmax 1] [--sample TEMPERATURE,TOP_P[,TOP_K]] [--batch N] [--pipeline 0]
 // Greedy tokens come from the device's argmax (one id copied per step, as the engine does for greedy
-// requests); --host-argmax 1 copies the logits every step and takes the argmax on the host instead;
+// requests), each step queued before the previous one's id has come back and reading its token where that
+// argmax was taken, as the engine's pipelined decode does (EngineOptions::pipeline); --pipeline 0 waits
+// for every id before the next step; --host-argmax 1 copies the logits every step and takes the argmax on the host instead;
 // --sample draws each token on the host with philox_uniform(1, position) as the engine does for a sampled
 // request: with TOP_K 1..256 or without TOP_K from the candidates the device selects (sample_from_candidates;
 // without TOP_K the best 256 and the row's softmax total, the logits copied when the draw reaches past
@@ -67,6 +69,7 @@ struct Runner {
   Backend& backend;
   bool host_argmax;  // copy every step's logits and take the argmax here (--host-argmax), or read the
                      // device's argmax (Model ForwardOutputs::argmax; what the engine does for greedy)
+  bool pipeline;     // greedy steps queued one ahead (--pipeline; EngineOptions::pipeline)
   std::vector<float> logits;
   int32_t next = 0;  // the greedy token of the last forward
   std::optional<SamplingParams> sampling = std::nullopt;  // --sample
@@ -132,6 +135,7 @@ struct Runner {
   // Greedy-decodes `tokens` more tokens of each of `seqs` together (one row each per step), starting from
   // `next_rows` (each sequence's token after its prefill; each step's argmax is written back into it).
   Status decode_batch(const std::vector<int32_t>& seqs, std::vector<int32_t> next_rows, int64_t tokens) {
+    if (pipeline) return decode_pipelined(seqs, next_rows, tokens);
     for (int64_t i = 0; i < tokens; ++i) {
       Batch b;
       for (size_t s = 0; s < seqs.size(); ++s)
@@ -141,8 +145,38 @@ struct Runner {
     }
     return Status::ok();
   }
+  // Greedy decode with each step queued before the previous one's ids are read (as Engine::pipelined_step
+  // does): step i's rows take their tokens from step i - 1's argmax on the device (Batch::token_sources),
+  // then step i - 1's ids are collected. `next_rows` ends as the last step's ids.
+  Status decode_pipelined(const std::vector<int32_t>& seqs, std::vector<int32_t>& next_rows, int64_t tokens) {
+    const size_t n = seqs.size();
+    std::vector<int32_t> ids[2] = {std::vector<int32_t>(n), std::vector<int32_t>(n)};
+    for (int64_t i = 0; i < tokens; ++i) {
+      Batch b;
+      for (size_t s = 0; s < n; ++s) b.add(next_rows[s], static_cast<int32_t>(kv.length(seqs[s])), seqs[s], true);
+      if (i > 0)
+        for (size_t s = 0; s < n; ++s) b.token_sources.push_back(static_cast<int32_t>(s));
+      HELIUM_RETURN_IF_ERROR(kv.plan(b));
+      ForwardOutputs out{{}, ids[i % 2]};
+      out.deferred = true;
+      HELIUM_RETURN_IF_ERROR(model.forward(b, kv.layers(), out));
+      if (i > 0) {
+        HELIUM_RETURN_IF_ERROR(model.collect());
+        next_rows = ids[(i - 1) % 2];
+      }
+    }
+    HELIUM_RETURN_IF_ERROR(model.collect());
+    if (tokens > 0) next_rows = ids[(tokens - 1) % 2];
+    return Status::ok();
+  }
   // Greedy-decodes `tokens` more tokens of `seq`.
   Status decode(int32_t seq, int64_t tokens) {
+    if (pipeline && !sampling && !host_argmax) {
+      std::vector<int32_t> next_rows = {next};
+      HELIUM_RETURN_IF_ERROR(decode_pipelined({seq}, next_rows, tokens));
+      next = next_rows[0];
+      return Status::ok();
+    }
     for (int64_t i = 0; i < tokens; ++i) {
       Batch b;
       b.add(next, static_cast<int32_t>(kv.length(seq)), seq, true);
@@ -158,7 +192,7 @@ int run(int argc, char** argv) {
   std::string contexts_arg;
   int64_t tokens = -1, prefill_tokens = -1;
   int runs = 3, threads = 0, chunk = -1, batch = 1;
-  bool host_argmax = false;
+  bool host_argmax = false, pipeline = true;
   std::optional<SamplingParams> sampling;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
@@ -173,6 +207,7 @@ int run(int argc, char** argv) {
     else if (a == "--json") json_path = v;
     else if (a == "--host-argmax") host_argmax = v == "1";
     else if (a == "--batch") batch = std::stoi(v);
+    else if (a == "--pipeline") pipeline = v != "0";
     else if (a == "--sample") {
       SamplingParams sp;
       int top_k = 0;
@@ -256,8 +291,8 @@ int run(int argc, char** argv) {
     return 1;
   }
   Model& m = *model.value();
-  Runner runner{m, *kv.value(), *backend, host_argmax, std::vector<float>(static_cast<size_t>(m.info().vocab_size)), 0,
-                sampling};
+  Runner runner{m, *kv.value(), *backend, host_argmax, pipeline, std::vector<float>(static_cast<size_t>(m.info().vocab_size)),
+                0, sampling};
   const ModelInfo& info = m.info();
   const KvSpec spec = m.kv_spec();
   const double weight_bytes = weight_bytes_read_per_token(ckpt.value(), info);
@@ -274,6 +309,7 @@ int run(int argc, char** argv) {
                                                             ? "sampled on the host from device-selected candidates (--sample)"
                                                             : "sampled on the host from copied logits (--sample)")
                                        : host_argmax ? "host argmax of copied logits"
+                                       : pipeline    ? "device argmax, steps queued one ahead"
                                                      : "device argmax"},
                       {"decode", nlohmann::json::array()}};
 

@@ -146,6 +146,12 @@ class Backend {
   virtual void copy_to_device(Tensor dst, const void* host) = 0;  // dst.bytes() bytes
   virtual void copy_to_host(void* host, const Tensor& src) = 0;   // src.bytes() bytes
   virtual void synchronize() = 0;
+  // Points in the op stream, for a caller that queues the next step before reading this one's results:
+  // mark() returns one after everything enqueued so far; wait_for(mark) returns once all of that has run
+  // and the copy_to_host calls made before the mark have landed (later work may still be running).
+  // synchronize() reaches every mark. The CPU backend runs eagerly, so its marks are always reached.
+  virtual uint64_t mark() { return 0; }
+  virtual void wait_for(uint64_t mark) { (void)mark; }
 
   // Times this device's memory (a second or so; allocates and frees its own buffers, so call it outside
   // any capture). Benchmarks divide it by the bytes a step reads to get their ceiling.
@@ -176,6 +182,11 @@ class Backend {
 
   // out(rows, dim) = table(vocab, dim)[ids(rows) I32]; table F32/F16/BF16.
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor out) = 0;
+  // The same, with row r's id read from previous[sources[r]] where sources[r] >= 0 (an id an earlier op
+  // wrote on the device, e.g. argmax_rows' output: the next decode step's token without a trip through
+  // the host) and from ids[r] where it is -1. sources (rows) I32, previous I32.
+  virtual void embedding_from(const Tensor& table, const Tensor& ids, const Tensor& sources, const Tensor& previous,
+                              Tensor out) = 0;
   // y(rows, n) = x(rows, k) · w(n, k)ᵀ [+ bias(n)]; w F32/F16/BF16, f32 accumulation. bias may be empty.
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) = 0;
   // Several matmuls over one weight whose rows are their weights stacked (fused q/k/v or gate/up

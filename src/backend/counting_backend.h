@@ -29,6 +29,7 @@ class CountingBackend final : public Backend {
   void copy_to_host(void*, const Tensor&) override {}
   void synchronize() override {}
   void embedding(const Tensor&, const Tensor&, Tensor) override {}
+  void embedding_from(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor) override {}
   void matmul(const Tensor&, const Tensor&, const Tensor&, Tensor) override {}
   void rms_norm(const Tensor&, const Tensor&, float, bool, Tensor) override {}
   void rope(Tensor, int, const Tensor&, const Tensor&, const RopeParams&) override {}

@@ -155,6 +155,8 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& model_dir, const
   HELIUM_ASSIGN_OR_RETURN(e->model_, load_model(e->checkpoint_, *e->backend_, mo));
   HELIUM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(*e->backend_, e->model_->kv_spec(), context, kv_dtype, mo.kv_page_size));
   e->prompt_cache_limit_ = std::max(options.prompt_cache_sequences, 0);
+  e->pipeline_ = options.pipeline;
+  for (auto& ids : e->flight_ids_) ids.resize(static_cast<size_t>(e->max_batch()));
   e->eos_ids_ = e->checkpoint_.generation.eos_token_ids;
   if (auto eos = e->tokenizer_ ? e->tokenizer_->eos_token_id() : std::nullopt; eos && std::find(e->eos_ids_.begin(), e->eos_ids_.end(), *eos) == e->eos_ids_.end())
     e->eos_ids_.push_back(*eos);
@@ -170,8 +172,13 @@ Result<size_t> Engine::prefill_chunk(int32_t seq, std::span<const int32_t> promp
   for (size_t i = start; i < end; ++i) batch.add(prompt[i], static_cast<int32_t>(i), seq, /*logits=*/i + 1 == prompt.size());
   HELIUM_RETURN_IF_ERROR(kv_->plan(batch));
   std::span<float> out = end == prompt.size() ? std::span<float>(logits) : std::span<float>();
-  HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), out));
+  HELIUM_RETURN_IF_ERROR(run_forward(batch, ForwardOutputs{out, {}}));
   return end;
+}
+
+Status Engine::run_forward(const Batch& batch, const ForwardOutputs& out) {
+  ++forwards_;
+  return model_->forward(batch, kv_->layers(), out);
 }
 
 std::optional<Engine::CachedSequence> Engine::take_cached_prefix(std::span<const int32_t> prompt) {
@@ -328,6 +335,11 @@ bool Engine::sample_next(ActiveGeneration& g) {
 }
 
 Status Engine::step(std::span<ActiveGeneration* const> generations) {
+  const bool all_greedy = std::all_of(generations.begin(), generations.end(), [](const ActiveGeneration* g) {
+    return g->done || g->prefilling() || g->request.sampling.plain_greedy();
+  });
+  if (pipeline_ && all_greedy) return pipelined_step(generations);
+  HELIUM_RETURN_IF_ERROR(settle());
   std::vector<ActiveGeneration*> running;
   for (ActiveGeneration* g : generations) {
     if (g->done || g->prefilling()) continue;
@@ -345,11 +357,9 @@ Status Engine::step(std::span<ActiveGeneration* const> generations) {
   HELIUM_RETURN_IF_ERROR(kv_->plan(batch));
   // When every generation is plain greedy the device takes the argmax and one id per row comes back
   // instead of a vocabulary of logits (the same token sample_token would pick from them).
-  const bool all_greedy = std::all_of(running.begin(), running.end(),
-                                      [](const ActiveGeneration* g) { return g->request.sampling.plain_greedy(); });
   if (all_greedy) {
     step_argmax_.resize(running.size());
-    HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), ForwardOutputs{{}, step_argmax_}));
+    HELIUM_RETURN_IF_ERROR(run_forward(batch, ForwardOutputs{{}, step_argmax_}));
     for (size_t i = 0; i < running.size(); ++i) running[i]->device_token = step_argmax_[i];
     return Status::ok();
   }
@@ -378,7 +388,7 @@ Status Engine::step(std::span<ActiveGeneration* const> generations) {
     step_valid_.resize(n);
     step_total_.resize(totals ? n : 0);
     const CandidateOutputs cand{step_temperature_, step_top_k_, step_x_, step_ids_, step_count_, step_valid_, step_total_};
-    HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), ForwardOutputs{{}, {}, cand}));
+    HELIUM_RETURN_IF_ERROR(run_forward(batch, ForwardOutputs{{}, {}, cand}));
     for (size_t i = 0; i < n; ++i) {
       ActiveGeneration& g = *running[i];
       g.device_token = -1;
@@ -394,13 +404,102 @@ Status Engine::step(std::span<ActiveGeneration* const> generations) {
     return Status::ok();
   }
   step_logits_.resize(running.size() * static_cast<size_t>(vocab));
-  HELIUM_RETURN_IF_ERROR(model_->forward(batch, kv_->layers(), step_logits_));
+  HELIUM_RETURN_IF_ERROR(run_forward(batch, ForwardOutputs{step_logits_, {}}));
   for (size_t i = 0; i < running.size(); ++i)
     std::copy_n(step_logits_.begin() + static_cast<std::ptrdiff_t>(i * vocab), vocab, running[i]->logits.begin());
   return Status::ok();
 }
 
+Status Engine::pipelined_step(std::span<ActiveGeneration* const> generations) {
+  // The step in flight may be followed only while its ids are where it left them (no other forward ran)
+  // and its generations are all in this step.
+  if (flight_) {
+    bool follow = flight_->forward == forwards_;
+    for (const ActiveGeneration* g : flight_->rows)
+      follow &= g == nullptr || std::find(generations.begin(), generations.end(), g) != generations.end();
+    if (!follow) HELIUM_RETURN_IF_ERROR(settle());
+  }
+  // Rows: first the generations whose next token is known here (sampled now, as step() does), then those
+  // whose token is in flight, unless that token is their last (then they take no row).
+  Batch batch;
+  std::vector<ActiveGeneration*> rows;
+  std::vector<int32_t> sources;
+  for (ActiveGeneration* g : generations) {
+    if (g->done || g->prefilling() || g->in_flight) continue;
+    if (!sample_next(*g)) {
+      g->done = true;
+      continue;
+    }
+    batch.add(g->context_tokens.back(), static_cast<int32_t>(g->context_tokens.size() - 1), g->seq, true);
+    rows.push_back(g);
+    sources.push_back(-1);
+  }
+  if (flight_) {
+    for (size_t i = 0; i < flight_->rows.size(); ++i) {
+      ActiveGeneration* g = flight_->rows[i];
+      if (g == nullptr || g->generated + 1 >= g->limit) continue;
+      batch.add(0, static_cast<int32_t>(g->context_tokens.size()), g->seq, true);  // the token in flight
+      rows.push_back(g);
+      sources.push_back(static_cast<int32_t>(i));
+    }
+  }
+  if (static_cast<int>(rows.size()) > max_batch())
+    return Status::error("a step of " + std::to_string(rows.size()) + " generations; at most " +
+                         std::to_string(max_batch()) + " fit one forward");
+  const int buffer = flight_ ? 1 - flight_->buffer : 0;
+  if (!rows.empty()) {
+    if (flight_) batch.token_sources = std::move(sources);
+    HELIUM_RETURN_IF_ERROR(kv_->plan(batch));
+    ForwardOutputs out{{}, std::span(flight_ids_[static_cast<size_t>(buffer)]).first(rows.size())};
+    out.deferred = true;
+    HELIUM_RETURN_IF_ERROR(run_forward(batch, out));
+  }
+  // The ids of the step before, sampled as an unpipelined step would start by sampling them. A generation
+  // that stops there had its next row queued above for nothing: that row is undone (its KV position
+  // dropped, its id never read), leaving the KV as an unpipelined decode leaves it.
+  if (flight_) {
+    const Flight before = std::move(*flight_);
+    flight_.reset();
+    HELIUM_RETURN_IF_ERROR(model_->collect());
+    for (size_t i = 0; i < before.rows.size(); ++i) {
+      ActiveGeneration* g = before.rows[i];
+      if (g == nullptr) continue;
+      g->in_flight = false;
+      g->device_token = flight_ids_[static_cast<size_t>(before.buffer)][i];
+      const auto written = static_cast<int64_t>(g->context_tokens.size());  // KV positions before the queued row
+      if (sample_next(*g)) continue;
+      g->done = true;
+      if (auto queued = std::find(rows.begin(), rows.end(), g); queued != rows.end()) {
+        *queued = nullptr;
+        kv_->trim(g->seq, written);
+      }
+    }
+  }
+  // A step queued is always collected later, even when every row of it was undone: the model hands
+  // deferred ids back in order.
+  if (!rows.empty()) {
+    for (ActiveGeneration* g : rows)
+      if (g != nullptr) g->in_flight = true;
+    flight_ = Flight{std::move(rows), buffer, forwards_};
+  }
+  return Status::ok();
+}
+
+Status Engine::settle() {
+  if (!flight_) return Status::ok();
+  const Flight f = std::move(*flight_);
+  flight_.reset();
+  HELIUM_RETURN_IF_ERROR(model_->collect());
+  for (size_t i = 0; i < f.rows.size(); ++i) {
+    if (f.rows[i] == nullptr) continue;
+    f.rows[i]->in_flight = false;
+    f.rows[i]->device_token = flight_ids_[static_cast<size_t>(f.buffer)][i];
+  }
+  return Status::ok();
+}
+
 GenerationResult Engine::end(ActiveGeneration& g) {
+  if (g.in_flight) (void)settle();  // not after a finished step: a generation ends once it stops
   GenerationResult& result = g.result;
   if (!g.stop_strings->stopped() && result.finish_reason != "cancelled") {
     size_t safe = g.stop_strings->feed(g.detok ? g.detok->flush() : std::string());
@@ -419,6 +518,7 @@ GenerationResult Engine::end(ActiveGeneration& g) {
 }
 
 void Engine::abort(ActiveGeneration& g) {
+  if (g.in_flight) (void)settle();  // the step in flight must not name it once it is gone
   if (g.seq >= 0) kv_->free_sequence(g.seq);
   g.seq = -1;
   g.done = true;

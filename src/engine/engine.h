@@ -4,6 +4,7 @@
 // CLI arguments (callers hand it requests), or reach into kernels.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -37,6 +38,11 @@ struct EngineOptions {
   // config alone with LoadFormat::Dummy); its generations give token ids and no text, and stop strings are
   // refused. With a tokenizer present it is loaded either way.
   bool text = true;
+  // Plain greedy decode queues each step before the previous one's ids have come back: the step reads
+  // its token where the previous step's argmax was taken (Batch::token_sources), so the device does not
+  // wait on the host between steps. Tokens, texts and the KV left behind are those of unpipelined decode
+  // (a row queued for a generation that then stops is undone). False: every step waits for its ids first.
+  bool pipeline = true;
 };
 
 // KV positions for a model: `requested` when positive, else its max_position_embeddings capped at 32768.
@@ -88,6 +94,7 @@ struct ActiveGeneration {
   // argmax (plain greedy) or the draw from the candidates it selected (plain sampling); -1: sample from
   // `logits`.
   int32_t device_token = -1;
+  bool in_flight = false;  // its next token is being computed by a step queued before it (Engine::step)
   std::unique_ptr<IncrementalDetokenizer> detok;
   std::unique_ptr<StopStrings> stop_strings;
   size_t emitted = 0;                   // bytes of stop_strings->text() handed to on_token
@@ -174,6 +181,15 @@ class Engine {
   int64_t positions_needed(int64_t prompt_len, int64_t limit, int64_t reused) const;
   // Samples g's next token and streams it; false when g is finished.
   bool sample_next(ActiveGeneration& g);
+  // Every model forward goes through here (counted: a queued step's ids may only feed the next forward).
+  Status run_forward(const Batch& batch, const ForwardOutputs& out);
+  // A plain greedy step with the steps queued ahead (EngineOptions::pipeline): queues the next rows of the
+  // generations in flight (their tokens read on the device) and of those whose token is known, then takes
+  // the ids of the step before and samples them, undoing the queued row of a generation that stopped.
+  Status pipelined_step(std::span<ActiveGeneration* const> generations);
+  // Waits for the step in flight and hands its ids to its generations as device tokens: the state an
+  // unpipelined step leaves.
+  Status settle();
   // philox_uniform(seed, position) for g's next token: plain decoding's random number, wherever it is drawn.
   static double next_uniform(const ActiveGeneration& g);
   std::vector<float> step_logits_;  // (rows, vocab) of one step
@@ -182,6 +198,17 @@ class Engine {
   std::vector<float> step_temperature_, step_x_;
   std::vector<int32_t> step_top_k_, step_ids_, step_count_, step_valid_;
   std::vector<double> step_total_;
+  // The greedy step in flight (pipelined_step): its rows' generations (null: a row undone after its
+  // generation stopped), the buffer its ids land in, and the forward it was.
+  struct Flight {
+    std::vector<ActiveGeneration*> rows;
+    int buffer = 0;
+    uint64_t forward = 0;
+  };
+  std::optional<Flight> flight_;
+  std::array<std::vector<int32_t>, 2> flight_ids_;  // a step's ids and the next's, alternately
+  uint64_t forwards_ = 0;
+  bool pipeline_ = true;
 
   Checkpoint checkpoint_;
   std::unique_ptr<Backend> backend_;

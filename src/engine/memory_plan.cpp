@@ -304,9 +304,9 @@ int64_t dense_activation_bytes(const ModelShape& s, int64_t rows, int64_t contex
          // sampling candidates (x, id; model.h kMaxCandidates), temperatures, top_k, counts, valid, totals
          + std::min(rows, kMaxLogitRows) * (int64_t{kMaxCandidates} * 8 + 24)
          + int64_t{rope_dims / 2} * 4                   // RoPE inverse frequencies
-         // tree masks (I64), tokens, positions, slots, rows, prefixes, logit index: each region of rows
-         // rounded up to 4 (dense_transformer.cpp's StepInputs), then the block tables
-         + round_up(rows, 4) * 32 + rows * max_pages * 4;
+         // tree masks (I64), tokens, positions, slots, rows, prefixes, logit index, token sources: each
+         // region of rows rounded up to 4 (dense_transformer.cpp's StepInputs), then the block tables
+         + round_up(rows, 4) * 36 + rows * max_pages * 4;
 }
 
 MemoryPlan plan_memory(const PlanModel& model, const MemoryPlanOptions& options) {

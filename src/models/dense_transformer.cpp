@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <string_view>
 #include <tuple>
@@ -23,7 +24,7 @@ std::string layer_name(int layer, const char* suffix) {
 struct StepInputs {
   int64_t s, tables, width;
   StepInputs(int64_t rows, int64_t tables_, int64_t width_) : s((rows + 3) / 4 * 4), tables(tables_), width(width_) {}
-  enum Region { kTokens = 2, kPositions, kWriteSlots, kRowTable, kPrefixLens, kLogitIndex, kBlockTables };
+  enum Region { kTokens = 2, kPositions, kWriteSlots, kRowTable, kPrefixLens, kLogitIndex, kTokenSources, kBlockTables };
   int64_t offset(Region r) const { return r * s; }
   int64_t total() const { return offset(kBlockTables) + tables * width; }
 };
@@ -47,6 +48,7 @@ class DenseTransformer final : public Model {
   // After a forward: the n logit rows' sampling candidates (ForwardOutputs::candidates).
   Status copy_candidates(const CandidateOutputs& cand, int n);
   Status last_logits(int row, std::span<float> out) override;
+  Status collect() override;
   // An activation buffer of (max_rows, cols) of `dtype`, allocated once.
   Result<Tensor> plan(int64_t rows, int64_t cols, DType dtype);
   void attention_block(const DenseLayerWeights& w, const LayerKv& kv, const AttentionLayout& layout,
@@ -83,6 +85,11 @@ class DenseTransformer final : public Model {
   std::vector<int32_t> step_upload_;  // host staging of step_inputs_, reused
   // HELIUM_STEP_UPLOAD=regions (diagnostic, for comparisons): one copy per region, as before StepInputs.
   bool upload_by_region_ = false;
+  // Logit rows whose argmax ids the last forward left in argmax_ (0 when it took none): what the next
+  // forward's Batch::token_sources may name.
+  int chainable_rows_ = 0;
+  // Deferred forwards not yet collected, oldest first: the backend's mark after each one's argmax copy.
+  std::deque<uint64_t> pending_;
 
   // Logits are wanted for the last prompt row, decode rows and tree nodes: a forward may ask for at most
   // this many (a prefill chunk of thousands of rows must not plan thousands of vocabulary-wide rows).
@@ -340,10 +347,22 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
   if (batch.table_width > max_pages_ || batch.n_tables > rows ||
       batch.block_tables.size() != static_cast<size_t>(batch.n_tables) * batch.table_width)
     return Status::error("batch block tables exceed the planned " + std::to_string(max_pages_) + " pages per sequence");
+  const bool chained = !batch.token_sources.empty();
+  if (chained && batch.token_sources.size() != static_cast<size_t>(rows))
+    return Status::error("batch has " + std::to_string(batch.token_sources.size()) + " token sources for " +
+                         std::to_string(rows) + " rows");
   std::vector<int32_t> logit_rows;
   int32_t most_keys = 0;  // the largest number of keys any row attends to
   for (int r = 0; r < rows; ++r) {
-    if (batch.tokens[r] < 0 || batch.tokens[r] >= c.vocab_size)
+    if (chained && batch.token_sources[r] >= 0) {
+      if (batch.token_sources[r] >= chainable_rows_)
+        return Status::error("row " + std::to_string(r) + " takes its token from logit row " +
+                             std::to_string(batch.token_sources[r]) + " of the previous forward, which left " +
+                             std::to_string(chainable_rows_) + " argmax ids");
+    } else if (chained && batch.token_sources[r] != -1) {
+      return Status::error("row " + std::to_string(r) + " has token source " + std::to_string(batch.token_sources[r]) +
+                           " (-1 or a logit row)");
+    } else if (batch.tokens[r] < 0 || batch.tokens[r] >= c.vocab_size)
       return Status::error("token id " + std::to_string(batch.tokens[r]) + " is outside the vocabulary of " +
                            std::to_string(c.vocab_size));
     const int32_t span = batch.prefix_lens[r] + (batch.tree_masks.empty() ? 0 : std::popcount(batch.tree_masks[r]));
@@ -370,6 +389,8 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
                              std::to_string(Backend::kMaxSelectTopK));
   }
   const bool want_argmax = !out.argmax.empty();
+  if (out.deferred && (!out.logits.empty() || out.candidates))
+    return Status::error("a deferred forward returns argmax ids only");
   if (logit_rows.size() > static_cast<size_t>(logits_.shape[0]))
     return Status::error(std::to_string(logit_rows.size()) + " rows ask for logits; at most " +
                          std::to_string(logits_.shape[0]) + " may");
@@ -392,6 +413,8 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
   put(StepInputs::kRowTable, batch.row_table, rows);
   put(StepInputs::kPrefixLens, batch.prefix_lens, rows);
   put(StepInputs::kLogitIndex, logit_rows, n);
+  if (chained) put(StepInputs::kTokenSources, batch.token_sources, rows);
+  else std::fill_n(up.begin() + in.offset(StepInputs::kTokenSources), rows, -1);
   for (int64_t t = 0; t < batch.n_tables; ++t)
     std::copy_n(batch.block_tables.begin() + t * batch.table_width, batch.table_width,
                 up.begin() + in.offset(StepInputs::kBlockTables) + t * in.width);
@@ -407,6 +430,7 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
   auto region = [&](StepInputs::Region r, int64_t count) { return Tensor(base + in.offset(r), DType::I32, {count}); };
   const Tensor tokens = region(StepInputs::kTokens, rows), positions = region(StepInputs::kPositions, rows);
   const Tensor logit_index = region(StepInputs::kLogitIndex, n);
+  const Tensor token_sources = region(StepInputs::kTokenSources, rows);
   AttentionLayout layout;
   layout.page_size = batch.page_size;
   layout.block_tables = Tensor(base + in.offset(StepInputs::kBlockTables), DType::I32, {in.tables, in.width});
@@ -422,7 +446,9 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
   layout.max_keys = graph ? static_cast<int32_t>(std::min<int64_t>(key_bucket, max_context_)) : most_keys;
 
   auto compute = [&] {
-    backend_.embedding(w_.embed_tokens, tokens, rows_of(x_, rows));
+    // A recorded step reads its token sources every replay (all -1 when the tokens came from the host).
+    if (graph || chained) backend_.embedding_from(w_.embed_tokens, tokens, token_sources, argmax_, rows_of(x_, rows));
+    else backend_.embedding(w_.embed_tokens, tokens, rows_of(x_, rows));
     for (int l = 0; l < c.layers; ++l) {
       attention_block(w_.layers[l], kv[l], layout, positions, rows);
       mlp_block(w_.layers[l], l + 1 < c.layers ? &w_.layers[l + 1] : nullptr, rows);
@@ -450,10 +476,24 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
     compute();
   }
   last_logit_rows_ = n;
+  chainable_rows_ = want_argmax ? n : 0;
+  if (out.deferred) {
+    if (n > 0 && want_argmax) backend_.copy_to_host(out.argmax.data(), vector_of(argmax_, n));
+    pending_.push_back(backend_.mark());
+    return Status::ok();
+  }
+  pending_.clear();  // the synchronisation below reaches them all
   if (out.candidates && n > 0) return copy_candidates(*out.candidates, n);
   if (n > 0 && !out.logits.empty()) backend_.copy_to_host(out.logits.data(), rows_of(logits_, n));
   if (n > 0 && want_argmax) backend_.copy_to_host(out.argmax.data(), vector_of(argmax_, n));
   backend_.synchronize();
+  return Status::ok();
+}
+
+Status DenseTransformer::collect() {
+  if (pending_.empty()) return Status::ok();
+  backend_.wait_for(pending_.front());
+  pending_.pop_front();
   return Status::ok();
 }
 

@@ -25,6 +25,10 @@ struct Batch {
   std::vector<int32_t> seq_ids;
   std::vector<int32_t> parent_rows;
   std::vector<uint8_t> want_logits;  // rows whose logits the caller wants, returned in row order
+  // Empty, or per row: -1 (the token is tokens[r]) or a logit row of the previous forward, which returned
+  // argmax ids (ForwardOutputs::argmax), whose id is this row's token — read where the argmax was taken,
+  // so that a greedy step may be queued before the previous one's id has come back (Model::collect).
+  std::vector<int32_t> token_sources;
 
   // KV placement, filled by the KV cache (kv/); see AttentionLayout in backend/backend.h. Row r writes
   // its K/V to kv_write_slots[r] and attends to positions [0, prefix_lens[r]) of its sequence through
@@ -114,6 +118,10 @@ struct ForwardOutputs {
   std::span<float> logits;    // logit_rows × vocab_size, or empty (not written when candidates are asked for)
   std::span<int32_t> argmax;  // logit_rows, or empty
   std::optional<CandidateOutputs> candidates;
+  // Argmax ids only (no logits or candidates): forward() returns once the step is queued, and `argmax` is
+  // written when collect() returns for it (the buffer must live until then). A backend that runs eagerly
+  // has written it already.
+  bool deferred = false;
 };
 
 class Model {
@@ -133,6 +141,10 @@ class Model {
   // draw its candidates could not decide or a set that did not fit; they stay where they were computed
   // until the next forward.
   virtual Status last_logits(int row, std::span<float> out) = 0;
+  // Waits for the oldest deferred forward not yet collected (ForwardOutputs::deferred): its argmax ids are
+  // in the caller's buffer when this returns. Forwards are collected in the order they ran; with none
+  // outstanding, returns at once.
+  virtual Status collect() = 0;
 };
 
 // Builds the model of checkpoint.model_type on `backend` (weights imported, activations planned).

@@ -78,16 +78,16 @@ TEST(MemoryPlan, DenseQwen3_8BOnAnH200ByHand) {
   EXPECT_EQ(plan.kv_bytes, (32768 + 64) * 147456LL + 512);  // + the 2 x 64 I32 slot-move table
   EXPECT_EQ(plan.recurrent_bytes, 0);
   // Activations, 4096 rows: (2 x 4096 hidden + 2 x 4096 q/attn + 2 x 1024 k/v + 2 x 12288 gate/up) floats a
-  // row; logits for 64 rows of 151,936 and their 64 argmax ids; 64 RoPE frequencies; 8 row-metadata words a
+  // row; logits for 64 rows of 151,936 and their 64 argmax ids; 64 RoPE frequencies; 9 row-metadata words a
   // row; block tables of 32768/16 + 1 pages a row; the sampling candidates.
   const int64_t activations = 4096LL * (8192 + 8192 + 2048 + 24576) * 4 + 64LL * 151936 * 4 + 64 * 4 + 64 * 4 +
-                              4096LL * 32 + 4096LL * 2049 * 4 + kCandidates;
-  EXPECT_EQ(activations, 778291200);
+                              4096LL * 36 + 4096LL * 2049 * 4 + kCandidates;
+  EXPECT_EQ(activations, 778307584);
   EXPECT_EQ(plan.activation_bytes, activations);
   EXPECT_FALSE(plan.activations_estimated);
   EXPECT_EQ(plan.backend_scratch_bytes, kScratch8B);
   EXPECT_EQ(plan.gpu_total, 16381452288 + 4841275392 + 512 + activations + kScratch8B + kReserved);
-  EXPECT_EQ(plan.gpu_total, 23277431296 + 64 * 32 * 4);
+  EXPECT_EQ(plan.gpu_total, 23277447680 + 64 * 32 * 4);
   EXPECT_TRUE(plan.fits);
   EXPECT_EQ(plan.gpu_budget, 141000000000);
 
@@ -140,7 +140,7 @@ TEST(MemoryPlan, HybridMoeQwen36_35BOnAnH200ByHand) {
   // 9 x 2048 outputs + 16 routing) floats.
   EXPECT_TRUE(plan.activations_estimated);
   EXPECT_EQ(plan.activation_bytes, 4096LL * (4096 + 8192 + 1024) * 4 + 64LL * 248320 * 4 + 64 * 4 + 128 * 4 +
-                                       4096LL * 32 + 4096LL * 2049 * 4 + kCandidates +
+                                       4096LL * 36 + 4096LL * 2049 * 4 + kCandidates +
                                        4096LL * (4096 + 24640 + 27920) * 4);
   // The MTP drafter: fc 2 x 2048^2, 3 norms, one gated-attention layer (27,262,976), 2 norms, one MoE layer
   // (3 x 2048 x (256 x 512 + 512) + the 256 x 2048 router), in bf16; and its one layer of KV.
@@ -150,7 +150,7 @@ TEST(MemoryPlan, HybridMoeQwen36_35BOnAnH200ByHand) {
   EXPECT_EQ(plan.drafter_bytes, mtp * 2 + (32768 + 64) * 2LL * 1 * 2 * 256 * 2);
   EXPECT_EQ(plan.gpu_total, 69321047296 + 672399360 + 512 + 321945600 + plan.activation_bytes +
                                 plan.drafter_bytes + kScratch35B + kReserved);
-  EXPECT_EQ(plan.gpu_total, 74525366272 + 64 * 16 * 4);
+  EXPECT_EQ(plan.gpu_total, 74525382656 + 64 * 16 * 4);
   EXPECT_TRUE(plan.fits);
   ASSERT_NE(item(plan, "routed experts"), nullptr);
   EXPECT_EQ(item(plan, "routed experts")->where, Placement::Gpu);

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdint>
+#include <numeric>
 
 #include "backend/cpu/cpu_backend.h"
 #if HELIUM_HAVE_CUDA
@@ -238,6 +240,96 @@ TEST_P(Golden, BatchedSequencesAreBitwiseSingleRows) {
   ASSERT_TRUE(l.model->forward(b, l.kv->layers(), logits).is_ok());
   for (size_t i = 0; i < prompts.size(); ++i)
     EXPECT_EQ(0, std::memcmp(&logits[i * l.vocab], alone[i].data(), l.vocab * sizeof(float))) << "sequence " << i;
+}
+
+// Greedy decode with each step queued before the previous one's ids are collected (as the engine's
+// pipelined decode runs it): every row reads its token where the previous step's argmax was taken
+// (Batch::token_sources), the rows in another order every step; the tokens are the reference's.
+TEST_P(Golden, QueuedGreedyStepsTakeTheirTokensFromTheDevice) {
+  Loaded l = load(GetParam());
+  const std::vector<GoldenPrompt> gs = goldens();
+  const size_t n = gs.size();
+  std::vector<int32_t> seqs(n);
+  std::vector<std::vector<int32_t>> generated(n);
+  size_t steps = SIZE_MAX;
+  for (size_t s = 0; s < n; ++s) {
+    seqs[s] = l.kv->new_sequence();
+    std::vector<int32_t> prompt(gs[s].ids.begin(), gs[s].ids.begin() + gs[s].prompt_len);
+    std::vector<float> logits = run_rows(l, seqs[s], prompt, 0);
+    generated[s].push_back(argmax(&logits[logits.size() - l.vocab], l.vocab));
+    steps = std::min(steps, gs[s].ids.size() - gs[s].prompt_len - 1);
+  }
+  ASSERT_GT(steps, 3u);
+  std::vector<int> order(n), before;
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<int32_t> ids[2] = {std::vector<int32_t>(n), std::vector<int32_t>(n)};
+  for (size_t step = 0; step <= steps; ++step) {
+    if (step < steps) {
+      std::rotate(order.begin(), order.begin() + 1, order.end());
+      Batch b;
+      for (int s : order) {
+        const int position = gs[s].prompt_len + static_cast<int>(step);
+        b.add(step == 0 ? generated[s][0] : 0, position, seqs[s], true);
+        if (step > 0)
+          b.token_sources.push_back(static_cast<int32_t>(std::find(before.begin(), before.end(), s) - before.begin()));
+      }
+      ASSERT_TRUE(l.kv->plan(b).is_ok());
+      ForwardOutputs out{{}, ids[step % 2]};
+      out.deferred = true;
+      Status st = l.model->forward(b, l.kv->layers(), out);
+      ASSERT_TRUE(st.is_ok()) << st.message();
+    }
+    if (step > 0) {
+      ASSERT_TRUE(l.model->collect().is_ok());
+      for (size_t r = 0; r < n; ++r) generated[static_cast<size_t>(before[r])].push_back(ids[(step - 1) % 2][r]);
+    }
+    before = order;
+  }
+  for (size_t s = 0; s < n; ++s) {
+    std::vector<int32_t> expected(gs[s].ids.begin() + gs[s].prompt_len, gs[s].ids.begin() + gs[s].prompt_len + 1 + steps);
+    EXPECT_EQ(generated[s], expected) << GetParam() << " prompt " << s;
+  }
+}
+
+// A row's token source must name an argmax id the previous forward left; a deferred forward gives ids only.
+TEST(QueuedSteps, BadTokenSourcesAndDeferredLogitsAreRefused) {
+  Loaded l = load("cpu:tiny-qwen3");
+  const int32_t seq = l.kv->new_sequence();
+  std::vector<float> logits = run_rows(l, seq, {1, 2, 3}, 0);  // logits only: no argmax ids left
+  Batch b;
+  b.add(0, 3, seq, true);
+  b.token_sources = {0};
+  ASSERT_TRUE(l.kv->plan(b).is_ok());
+  int32_t id = -1;
+  Status st = l.model->forward(b, l.kv->layers(), ForwardOutputs{{}, std::span(&id, 1)});
+  EXPECT_NE(st.message().find("left 0 argmax ids"), std::string::npos) << st.message();
+  b.token_sources = {-2};
+  st = l.model->forward(b, l.kv->layers(), ForwardOutputs{{}, std::span(&id, 1)});
+  EXPECT_NE(st.message().find("token source -2"), std::string::npos) << st.message();
+  b.token_sources = {-1, -1};
+  st = l.model->forward(b, l.kv->layers(), ForwardOutputs{{}, std::span(&id, 1)});
+  EXPECT_NE(st.message().find("2 token sources for 1 rows"), std::string::npos) << st.message();
+  b.token_sources.clear();
+  b.tokens[0] = 4;
+  std::vector<float> row(static_cast<size_t>(l.vocab));
+  ForwardOutputs both{row, {}};
+  both.deferred = true;
+  st = l.model->forward(b, l.kv->layers(), both);
+  EXPECT_NE(st.message().find("argmax ids only"), std::string::npos) << st.message();
+  // With argmax ids left by a forward, a source past them is refused, one within them runs.
+  ASSERT_TRUE(l.model->forward(b, l.kv->layers(), ForwardOutputs{{}, std::span(&id, 1)}).is_ok());
+  Batch next;
+  next.add(0, 4, seq, true);
+  next.token_sources = {1};
+  ASSERT_TRUE(l.kv->plan(next).is_ok());
+  int32_t chained = -1;
+  st = l.model->forward(next, l.kv->layers(), ForwardOutputs{{}, std::span(&chained, 1)});
+  EXPECT_NE(st.message().find("logit row 1 of the previous forward, which left 1 argmax ids"), std::string::npos)
+      << st.message();
+  next.token_sources = {0};
+  st = l.model->forward(next, l.kv->layers(), ForwardOutputs{{}, std::span(&chained, 1)});
+  EXPECT_TRUE(st.is_ok()) << st.message();
+  EXPECT_TRUE(l.model->collect().is_ok());  // nothing deferred: returns at once
 }
 
 // The tiny random checkpoints cover the families and dtypes; the trained embedded default and its

@@ -163,6 +163,10 @@ void CpuBackend::copy_to_host(void* host, const Tensor& src) {
 void CpuBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
   cpu::embedding({isa_, &pool_}, table, ids, out);
 }
+void CpuBackend::embedding_from(const Tensor& table, const Tensor& ids, const Tensor& sources, const Tensor& previous,
+                                Tensor out) {
+  cpu::embedding_from({isa_, &pool_}, table, ids, sources, previous, out);
+}
 void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) {
   cpu::matmul({isa_, &pool_}, x, w, bias, y);
 }

@@ -19,6 +19,8 @@
 // dimension of an activation tensor, so (rows, heads, head_dim) views are accepted where (rows,
 // heads * head_dim) is. All tensors must be non-null unless marked optional.
 //   embedding   table (vocab, dim) F32/F16/BF16; ids (rows) I32 with 0 <= id < vocab; out (rows, dim) F32.
+//   embedding_from  as embedding, with sources (rows) I32: -1 (ids[r]) or an index into previous (I32),
+//               whose value must be a valid id.
 //   matmul      x (rows, k) F32; w (n, k) F32/F16/BF16, rank 2, k > 0; bias (n) F32/F16/BF16 or empty
 //               (data == nullptr); y (rows, n) F32, not overlapping x, w or bias.
 //   rms_norm    x (rows, dim) F32; w (dim) F32/F16/BF16; eps >= 0; y shaped like x, F32, either x itself
@@ -89,6 +91,8 @@ class CpuBackend final : public Backend {
   void synchronize() override {}  // ops run eagerly on the calling thread (and the pool)
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor out) override;
+  void embedding_from(const Tensor& table, const Tensor& ids, const Tensor& sources, const Tensor& previous,
+                      Tensor out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, bool zero_centred, Tensor y) override;
   void rope(Tensor x, int heads, const Tensor& positions, const Tensor& inv_freq,

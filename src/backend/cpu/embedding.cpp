@@ -2,6 +2,7 @@
 // every table dtype), so one scalar kernel serves every ISA.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/check.h"
 #include "backend/cpu/ops.h"
@@ -47,6 +48,24 @@ void embedding(const CpuContext& ctx, const Tensor& table, const Tensor& ids, co
       embedding_row(static_cast<const uint8_t*>(table.data) + static_cast<size_t>(id[r]) * row_bytes, table.dtype,
                     dim, out.as<float>() + r * dim);
   });
+}
+
+void embedding_from(const CpuContext& ctx, const Tensor& table, const Tensor& ids, const Tensor& sources,
+                    const Tensor& previous, const Tensor& out) {
+  const OpDescription op("embedding_from", {{"ids", &ids}, {"sources", &sources}, {"previous", &previous}});
+  HELIUM_CHECK(op, ids.data != nullptr && sources.data != nullptr) << "null tensor";
+  HELIUM_CHECK(op, ids.dtype == DType::I32 && sources.dtype == DType::I32 && sources.numel() == ids.numel())
+      << "ids and sources must be (rows) I32";
+  HELIUM_CHECK(op, previous.dtype == DType::I32) << "previous must be I32";
+  std::vector<int32_t> resolved(ids.as<int32_t>(), ids.as<int32_t>() + ids.numel());
+  const int32_t* from = sources.as<int32_t>();
+  for (size_t r = 0; r < resolved.size(); ++r) {
+    if (from[r] < 0) continue;
+    HELIUM_CHECK(op, from[r] < previous.numel() && previous.data != nullptr)
+        << "sources[" << r << "] = " << from[r] << " outside previous's " << previous.numel() << " ids";
+    resolved[r] = previous.as<int32_t>()[from[r]];
+  }
+  embedding(ctx, table, Tensor(resolved.data(), DType::I32, {ids.numel()}), out);
 }
 
 }  // namespace helium::cpu

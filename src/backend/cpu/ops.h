@@ -16,6 +16,8 @@ struct CpuContext {
 };
 
 void embedding(const CpuContext& ctx, const Tensor& table, const Tensor& ids, const Tensor& out);
+void embedding_from(const CpuContext& ctx, const Tensor& table, const Tensor& ids, const Tensor& sources,
+                    const Tensor& previous, const Tensor& out);
 void matmul(const CpuContext& ctx, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
 void rms_norm(const CpuContext& ctx, const Tensor& x, const Tensor& w, float eps, bool zero_centred,
               const Tensor& y);

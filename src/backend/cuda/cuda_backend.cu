@@ -382,8 +382,37 @@ void CudaBackend::copy_to_host(void* host, const Tensor& src) {
 void CudaBackend::synchronize() {
   cuda::flush_stream(impl_->ctx);
   HELIUM_CUDA_CHECK(cudaStreamSynchronize(impl_->ctx.stream));
-  impl_->finish_downloads();
-  impl_->pinned_used = 0;
+  impl_->drained();
+}
+
+uint64_t CudaBackend::mark() {
+  cuda::flush_stream(impl_->ctx);
+  Impl& m = *impl_;
+  cudaEvent_t event = nullptr;
+  if (!m.spare_events.empty()) {
+    event = m.spare_events.back();
+    m.spare_events.pop_back();
+  } else {
+    HELIUM_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  }
+  HELIUM_CUDA_CHECK(cudaEventRecord(event, m.ctx.stream));
+  m.marks.push_back({++m.last_mark, event, m.downloads.size()});
+  return m.last_mark;
+}
+
+void CudaBackend::wait_for(uint64_t mark) {
+  Impl& m = *impl_;
+  auto it = std::find_if(m.marks.begin(), m.marks.end(), [&](const Impl::Mark& k) { return k.id == mark; });
+  if (it == m.marks.end()) return;  // reached already (by an earlier wait or a synchronize)
+  HELIUM_CUDA_CHECK(cudaEventSynchronize(it->event));
+  // The downloads enqueued before this mark have landed in the staging ring: hand them over.
+  const size_t done = it->downloads;
+  for (size_t i = 0; i < done; ++i) std::memcpy(m.downloads[i].dst, m.downloads[i].staged, m.downloads[i].bytes);
+  m.downloads.erase(m.downloads.begin(), m.downloads.begin() + static_cast<std::ptrdiff_t>(done));
+  ++it;
+  for (auto k = m.marks.begin(); k != it; ++k) m.spare_events.push_back(k->event);
+  m.marks.erase(m.marks.begin(), it);
+  for (Impl::Mark& k : m.marks) k.downloads -= done;
 }
 
 bool CudaBackend::supports_graphs() const {
@@ -434,7 +463,12 @@ int64_t CudaBackend::attention_split_count() const { return impl_->attention_spl
 
 void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
   impl_->forget_hints();
-  cuda::embedding(impl_->ctx, table, ids, out);
+  cuda::embedding(impl_->ctx, table, ids, Tensor(), Tensor(), out);
+}
+void CudaBackend::embedding_from(const Tensor& table, const Tensor& ids, const Tensor& sources, const Tensor& previous,
+                                 Tensor out) {
+  impl_->forget_hints();
+  cuda::embedding(impl_->ctx, table, ids, sources, previous, out);
 }
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) {
   impl_->forget_hints();

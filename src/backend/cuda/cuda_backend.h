@@ -65,6 +65,8 @@ class CudaBackend final : public Backend {
   void copy_to_device(Tensor dst, const void* host) override;
   void copy_to_host(void* host, const Tensor& src) override;
   void synchronize() override;
+  uint64_t mark() override;
+  void wait_for(uint64_t mark) override;
   // Graphs are on unless HELIUM_CUDA_GRAPHS=0 (for comparisons).
   bool supports_graphs() const override;
   // Times every decode-matmul candidate (matmul_decode_candidates) at one row for each shape and keeps
@@ -109,6 +111,8 @@ class CudaBackend final : public Backend {
   int64_t attention_split_count() const;
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor out) override;
+  void embedding_from(const Tensor& table, const Tensor& ids, const Tensor& sources, const Tensor& previous,
+                      Tensor out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) override;
   void matmul_split(const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys) override;
   void matmul_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor scratch, Tensor y) override;

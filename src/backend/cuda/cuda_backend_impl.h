@@ -31,6 +31,17 @@ struct CudaBackend::Impl {
     size_t bytes;
   };
   std::vector<Download> downloads;
+  // Marks not yet waited for (CudaBackend::mark), oldest first: each an event recorded on the stream and
+  // how many of `downloads` were enqueued before it. The staging ring is only reused after a full drain
+  // (synchronize, or the ring running full), so a mark's downloads stay where they were staged.
+  struct Mark {
+    uint64_t id;
+    cudaEvent_t event;
+    size_t downloads;
+  };
+  std::vector<Mark> marks;
+  std::vector<cudaEvent_t> spare_events;
+  uint64_t last_mark = 0;
   int64_t qkv_prologues = 0;  // CudaBackend::qkv_prologue_count
   // Norm handoffs (Backend::prepare_norm, cuda::NormHandoff): the hint for the next op that adds into x,
   // then the handoff that op wrote, for the one op after it. Any other op forgets both (forget_hints).
@@ -133,6 +144,8 @@ struct CudaBackend::Impl {
 
   ~Impl() {
     if (ctx.stream_queue) cuda::free_stream_queue(ctx.stream_queue);
+    for (const Mark& k : marks) cudaEventDestroy(k.event);
+    for (cudaEvent_t e : spare_events) cudaEventDestroy(e);
     if (pinned) cudaFreeHost(pinned);
     if (ctx.lt) cublasLtDestroy(ctx.lt);
     if (ctx.stream) cudaStreamDestroy(ctx.stream);
@@ -144,16 +157,19 @@ struct CudaBackend::Impl {
     if (bytes > pinned_bytes) return nullptr;
     if (pinned_used + bytes > pinned_bytes) {
       HELIUM_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-      finish_downloads();
-      pinned_used = 0;
+      drained();
     }
     uint8_t* p = pinned + pinned_used;
     pinned_used += bytes;
     return p;
   }
-  void finish_downloads() {
+  // After the stream has run dry: every download lands, every mark is reached, the ring starts over.
+  void drained() {
     for (const auto& d : downloads) std::memcpy(d.dst, d.staged, d.bytes);
     downloads.clear();
+    for (const Mark& k : marks) spare_events.push_back(k.event);
+    marks.clear();
+    pinned_used = 0;
   }
 };
 

@@ -404,7 +404,9 @@ inline size_t smem_for_residency(int64_t per_sm, size_t need, int64_t margin) {
 inline int64_t rows_of(const Tensor& t) { return t.rank == 0 ? 0 : t.numel() / t.shape[t.rank - 1]; }
 inline int64_t cols_of(const Tensor& t) { return t.rank == 0 ? 0 : t.shape[t.rank - 1]; }
 
-void embedding(const Context& c, const Tensor& table, const Tensor& ids, const Tensor& out);
+// sources (rows) I32 or empty: row r's id is previous[sources[r]] where sources[r] >= 0, else ids[r].
+void embedding(const Context& c, const Tensor& table, const Tensor& ids, const Tensor& sources, const Tensor& previous,
+               const Tensor& out);
 void matmul(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
 void matmul_split(const Context& c, const Tensor& x, const Tensor& w, const Tensor& bias, std::span<const Tensor> ys);
 // Weight ranges a decode kernel pulls into the L2 for a later kernel (Backend::prefetch): the start of
