@@ -499,7 +499,9 @@ Status Engine::settle() {
 }
 
 GenerationResult Engine::end(ActiveGeneration& g) {
-  if (g.in_flight) (void)settle();  // not after a finished step: a generation ends once it stops
+  // A generation that stopped is never in flight; one ended before it stopped must leave the step in
+  // flight first (its ids are then only handed over, as an unpipelined step leaves them).
+  if (g.in_flight) (void)settle();
   GenerationResult& result = g.result;
   if (!g.stop_strings->stopped() && result.finish_reason != "cancelled") {
     size_t safe = g.stop_strings->feed(g.detok ? g.detok->flush() : std::string());
