@@ -7,11 +7,11 @@
 //
 //   helium_bench_decode [--device cpu|cuda] [--config DIR] [--contexts 1024,8192,32768] [--tokens 512]
 //                       [--prefill 4096] [--chunk ROWS] [--runs 3] [--threads N] [--json PATH]
-//                       [--host-argmax 1] [--sample TEMPERATURE,TOP_P[,TOP_K]] [--batch N] [--pipeline 0]
+//                       [--host-argmax 1] [--sample TEMPERATURE,TOP_P[,TOP_K]] [--batch N] [--pipeline 1]
 // Greedy tokens come from the device's argmax (one id copied per step, as the engine does for greedy
-// requests), each step queued before the previous one's id has come back and reading its token where that
-// argmax was taken, as the engine's pipelined decode does (EngineOptions::pipeline); --pipeline 0 waits
-// for every id before the next step; --host-argmax 1 copies the logits every step and takes the argmax on the host instead;
+// requests), each step after the previous one's id has come back; --pipeline 1 queues each step before
+// the previous one's id has come back, reading its token where that argmax was taken, as the engine's
+// pipelined decode does (EngineOptions::pipeline); --host-argmax 1 copies the logits every step and takes the argmax on the host instead;
 // --sample draws each token on the host with philox_uniform(1, position) as the engine does for a sampled
 // request: with TOP_K 1..256 or without TOP_K from the candidates the device selects (sample_from_candidates;
 // without TOP_K the best 256 and the row's softmax total, the logits copied when the draw reaches past
@@ -192,7 +192,7 @@ int run(int argc, char** argv) {
   std::string contexts_arg;
   int64_t tokens = -1, prefill_tokens = -1;
   int runs = 3, threads = 0, chunk = -1, batch = 1;
-  bool host_argmax = false, pipeline = true;
+  bool host_argmax = false, pipeline = false;
   std::optional<SamplingParams> sampling;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
@@ -207,7 +207,7 @@ int run(int argc, char** argv) {
     else if (a == "--json") json_path = v;
     else if (a == "--host-argmax") host_argmax = v == "1";
     else if (a == "--batch") batch = std::stoi(v);
-    else if (a == "--pipeline") pipeline = v != "0";
+    else if (a == "--pipeline") pipeline = v == "1";
     else if (a == "--sample") {
       SamplingParams sp;
       int top_k = 0;

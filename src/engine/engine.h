@@ -41,8 +41,10 @@ struct EngineOptions {
   // Plain greedy decode queues each step before the previous one's ids have come back: the step reads
   // its token where the previous step's argmax was taken (Batch::token_sources), so the device does not
   // wait on the host between steps. Tokens, texts and the KV left behind are those of unpipelined decode
-  // (a row queued for a generation that then stops is undone). False: every step waits for its ids first.
-  bool pipeline = true;
+  // (a row queued for a generation that then stops is undone). Off by default until it has been measured
+  // on a GPU (the tests run it on the CPU, whose eager backend gains nothing from it); `helium_bench_decode
+  // --pipeline 1` times the same loop.
+  bool pipeline = false;
 };
 
 // KV positions for a model: `requested` when positive, else its max_position_embeddings capped at 32768.

@@ -94,16 +94,17 @@ class DenseTransformer final : public Model {
   // Logits are wanted for the last prompt row, decode rows and tree nodes: a forward may ask for at most
   // this many (a prefill chunk of thousands of rows must not plan thousands of vocabulary-wide rows).
   static constexpr int kMaxLogitRows = 64;
-  // Recorded decode steps, by (rows, logit rows, tree masks present, attention key bucket, KV cache).
+  // Recorded decode steps, by (rows, logit rows, tree masks present, argmax, token sources present,
+  // attention key bucket, KV cache).
   static constexpr int kMaxGraphRows = 64;
   struct GraphKey {
     int rows, logit_rows;
-    bool tree, argmax;
+    bool tree, argmax, chained;
     int32_t max_keys;  // the attention grid's positions
     const void* kv;
     bool operator<(const GraphKey& o) const {
-      return std::tie(rows, logit_rows, tree, argmax, max_keys, kv) <
-             std::tie(o.rows, o.logit_rows, o.tree, o.argmax, o.max_keys, o.kv);
+      return std::tie(rows, logit_rows, tree, argmax, chained, max_keys, kv) <
+             std::tie(o.rows, o.logit_rows, o.tree, o.argmax, o.chained, o.max_keys, o.kv);
     }
   };
   std::map<GraphKey, std::unique_ptr<OpGraph>> graphs_;
@@ -414,7 +415,6 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
   put(StepInputs::kPrefixLens, batch.prefix_lens, rows);
   put(StepInputs::kLogitIndex, logit_rows, n);
   if (chained) put(StepInputs::kTokenSources, batch.token_sources, rows);
-  else std::fill_n(up.begin() + in.offset(StepInputs::kTokenSources), rows, -1);
   for (int64_t t = 0; t < batch.n_tables; ++t)
     std::copy_n(batch.block_tables.begin() + t * batch.table_width, batch.table_width,
                 up.begin() + in.offset(StepInputs::kBlockTables) + t * in.width);
@@ -446,8 +446,9 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
   layout.max_keys = graph ? static_cast<int32_t>(std::min<int64_t>(key_bucket, max_context_)) : most_keys;
 
   auto compute = [&] {
-    // A recorded step reads its token sources every replay (all -1 when the tokens came from the host).
-    if (graph || chained) backend_.embedding_from(w_.embed_tokens, tokens, token_sources, argmax_, rows_of(x_, rows));
+    // A step with token sources reads them every replay of its graph (-1 for a row whose token came
+    // from the host); steps without take the plain embedding.
+    if (chained) backend_.embedding_from(w_.embed_tokens, tokens, token_sources, argmax_, rows_of(x_, rows));
     else backend_.embedding(w_.embed_tokens, tokens, rows_of(x_, rows));
     for (int l = 0; l < c.layers; ++l) {
       attention_block(w_.layers[l], kv[l], layout, positions, rows);
@@ -463,7 +464,7 @@ Status DenseTransformer::forward(const Batch& batch, std::span<const LayerKv> kv
     if (want_argmax) backend_.argmax_rows(rows_of(logits_, n), vector_of(argmax_, n));
   };
   if (graph) {
-    const GraphKey key{rows, n, !batch.tree_masks.empty(), want_argmax, layout.max_keys, kv[0].k.data};
+    const GraphKey key{rows, n, !batch.tree_masks.empty(), want_argmax, chained, layout.max_keys, kv[0].k.data};
     auto it = graphs_.find(key);
     if (it == graphs_.end()) {
       backend_.begin_capture();

@@ -13,9 +13,10 @@
 namespace helium {
 namespace {
 
-std::unique_ptr<Engine> load_engine(bool pipeline, int cache_sequences = 4) {
+// device "auto": the GPU when there is one (the caller checks Engine::backend_name).
+std::unique_ptr<Engine> load_engine(bool pipeline, int cache_sequences = 4, const std::string& device = "cpu") {
   EngineOptions options;
-  options.device = "cpu";
+  options.device = device;
   options.prompt_cache_sequences = cache_sequences;
   options.threads = 2;
   options.context = 512;
@@ -61,9 +62,9 @@ void expect_same(const Reply& a, const Reply& b, const std::string& what) {
   EXPECT_EQ(a.streamed, b.streamed) << what;
 }
 
-TEST(PipelinedDecode, EveryEndingIsTheUnpipelinedOne) {
-  auto queued = load_engine(true), waiting = load_engine(false);
-  ASSERT_TRUE(queued && waiting);
+void expect_every_ending_unpipelined(Engine& queued_engine, Engine& waiting_engine) {
+  Engine* queued = &queued_engine;
+  Engine* waiting = &waiting_engine;
   const GenerationRequest base = testing::greedy_request(*waiting, "def fibonacci(n):\n", 24);
   auto [plain, plain_next] = two_turns(*waiting, base);
   ASSERT_EQ(plain.result.tokens.size(), 24u);
@@ -105,6 +106,21 @@ TEST(PipelinedDecode, EveryEndingIsTheUnpipelinedOne) {
     expect_same(w1, q1, "first turn");
     expect_same(w2, q2, "second turn");
   }
+}
+
+TEST(PipelinedDecode, EveryEndingIsTheUnpipelinedOne) {
+  auto queued = load_engine(true), waiting = load_engine(false);
+  ASSERT_TRUE(queued && waiting);
+  expect_every_ending_unpipelined(*queued, *waiting);
+}
+
+// The same on the GPU (deferred forwards behind CUDA events, token sources read in recorded graphs);
+// skipped without one.
+TEST(PipelinedDecode, EveryEndingIsTheUnpipelinedOneOnTheGpu) {
+  auto queued = load_engine(true, 4, "auto"), waiting = load_engine(false, 4, "auto");
+  ASSERT_TRUE(queued && waiting);
+  if (queued->backend_name().rfind("cuda", 0) != 0) GTEST_SKIP() << "no GPU (backend " << queued->backend_name() << ")";
+  expect_every_ending_unpipelined(*queued, *waiting);
 }
 
 // Generations stepping together, ending at different steps, one joining after a prefill between steps

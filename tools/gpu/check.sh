@@ -110,14 +110,23 @@ if [ "${CHECK_XSHARED:-0}" = 1 ]; then
   done
 fi
 run kv_test 30 "$BIN/kv_test" --gtest_brief=1
-# The engine's sampled paths on the GPU: device candidates and totals against copied logits, over the
-# embedded model (read through HELIUM_SOURCE_DIR, as models_test reads its fixtures).
-run engine_sampling 120 "$BIN/engine_test" --gtest_brief=1 --gtest_filter='SamplingPaths.*OnTheGpu:SpeedTest.*OnTheGpu'
+# The engine's sampled paths on the GPU: device candidates and totals against copied logits, and pipelined
+# greedy decode against unpipelined, over the embedded model (read through HELIUM_SOURCE_DIR, as models_test
+# reads its fixtures).
+run engine_sampling 120 "$BIN/engine_test" --gtest_brief=1 --gtest_filter='SamplingPaths.*OnTheGpu:SpeedTest.*OnTheGpu:PipelinedDecode.*OnTheGpu'
 run sanitizer 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/models_test" \
   --gtest_filter='*GreedyContinuationMatchesTransformers/cuda_tiny_qwen3*'
 # CHECK_BENCH=0: the tests alone (for a call that ran the protocol itself, first on a fresh machine).
 [ "${CHECK_BENCH:-1}" = 0 ] && { grep -E "^=== .*exit" "$LOG"; exit 0; }
 run bench_decode 240 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --json "$OUT/decode.json"
+# Greedy steps queued one ahead (the engine's pipelined decode, EngineOptions::pipeline; off by default until
+# measured) against the protocol's loop, back to back, twice.
+for round in 1 2; do
+  run "bench_decode_pipelined_$round" 100 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b \
+    --contexts 1024,8192,32768 --tokens 256 --runs 1 --prefill 0 --pipeline 1
+  run "bench_decode_unpipelined_$round" 100 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b \
+    --contexts 1024,8192,32768 --tokens 256 --runs 1 --prefill 0 --pipeline 0
+done
 # The configurations the start-up tuner chose for it (a fresh machine tunes in its first decode run).
 print_tuned >>"$LOG" 2>&1
 # Sampled decode as the engine runs it, with a coding agent's settings: temperature 0.7 and top_p 0.95
