@@ -74,6 +74,22 @@ TEST_P(ElementwiseTest, EmbeddingConvertsExactly) {
   }
 }
 
+// embedding_from: a row with a source takes the id an earlier op left (previous[source]), the others their own.
+TEST_P(ElementwiseTest, EmbeddingFromTakesTheSourcesIds) {
+  auto cpu = backend();
+  std::mt19937 rng(46);
+  const int64_t vocab = 300, dim = 33;
+  TypedData table(DType::BF16, random_floats(rng, vocab * dim, -4.0f, 4.0f));
+  std::vector<int32_t> ids = {7, 0, 12, 0, 299}, sources = {-1, 2, -1, 0, -1}, previous = {41, 5, 250};
+  std::vector<int32_t> taken = {7, 250, 12, 41, 299};
+  const int64_t rows = static_cast<int64_t>(ids.size());
+  std::vector<float> out(rows * dim, NAN), expected(rows * dim, NAN);
+  cpu->embedding_from(table.tensor({vocab, dim}), view(ids, {rows}), view(sources, {rows}), view(previous, {3}),
+                      view(out, {rows, dim}));
+  cpu->embedding(table.tensor({vocab, dim}), view(taken, {rows}), view(expected, {rows, dim}));
+  EXPECT_TRUE(same_bits(out.data(), expected.data(), expected.size()));
+}
+
 TEST_P(ElementwiseTest, GatherRowsCopiesRowsOfAnyDtype) {
   auto cpu = backend();
   std::mt19937 rng(45);

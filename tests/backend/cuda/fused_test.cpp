@@ -902,6 +902,28 @@ TEST_F(CudaFusedTest, ArgmaxRowsIsTheCpuRule) {
   }
 }
 
+// embedding_from on the device: rows with a source read the id an earlier op left on the device, the others
+// their own; bitwise the CPU backend's rows, for each table dtype.
+TEST_F(CudaFusedTest, EmbeddingFromIsTheCpuOp) {
+  std::mt19937 rng(48);
+  const int64_t vocab = 1000, dim = 4096, rows = 6;
+  const std::vector<float> table_values = random_reals(rng, static_cast<size_t>(vocab * dim), -4.0f, 4.0f);
+  std::vector<int32_t> ids = {3, 0, 999, 0, 0, 17}, sources = {-1, 1, -1, 0, 3, -1}, previous = {512, 7, 0, 998};
+  CpuBackend cpu(2);
+  const Tensor d_ids = ints(ids, {rows}), d_sources = ints(sources, {rows}), d_previous = ints(previous, {4});
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    std::vector<uint8_t> host_table = encode(table_values, dtype);
+    std::vector<float> expected(static_cast<size_t>(rows * dim));
+    cpu.embedding_from(Tensor(host_table.data(), dtype, {vocab, dim}), Tensor(ids.data(), DType::I32, {rows}),
+                       Tensor(sources.data(), DType::I32, {rows}), Tensor(previous.data(), DType::I32, {4}),
+                       Tensor(expected.data(), DType::F32, {rows, dim}));
+    const Tensor table = upload(table_values, dtype, {vocab, dim}), out = zeros({rows, dim});
+    backend_->embedding_from(table, d_ids, d_sources, d_previous, out);
+    const std::vector<uint8_t> got = download(out);
+    EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), got.size())) << dtype_name(dtype);
+  }
+}
+
 // select_candidates on the device returns a superset of each row's best top_k (the CPU backend's exact
 // set), with every x the host's logit / temperature, the right count of valid logits, and a set from
 // which sample_from_candidates draws sample_token's token; rows of smooth logits, many ties, -inf,
