@@ -347,9 +347,7 @@ Status Engine::step(std::span<ActiveGeneration* const> generations) {
     else g->done = true;
   }
   if (running.empty()) return Status::ok();
-  if (static_cast<int>(running.size()) > max_batch())
-    return Status::error("a step of " + std::to_string(running.size()) + " generations; at most " +
-                         std::to_string(max_batch()) + " fit one forward");
+  HELIUM_RETURN_IF_ERROR(fits_one_forward(running.size()));
   const int64_t vocab = model_->info().vocab_size;
   Batch batch;
   for (const ActiveGeneration* g : running)
@@ -443,9 +441,7 @@ Status Engine::pipelined_step(std::span<ActiveGeneration* const> generations) {
       sources.push_back(static_cast<int32_t>(i));
     }
   }
-  if (static_cast<int>(rows.size()) > max_batch())
-    return Status::error("a step of " + std::to_string(rows.size()) + " generations; at most " +
-                         std::to_string(max_batch()) + " fit one forward");
+  HELIUM_RETURN_IF_ERROR(fits_one_forward(rows.size()));
   const int buffer = flight_ ? 1 - flight_->buffer : 0;
   if (!rows.empty()) {
     if (flight_) batch.token_sources = std::move(sources);
@@ -457,22 +453,15 @@ Status Engine::pipelined_step(std::span<ActiveGeneration* const> generations) {
   // The ids of the step before, sampled as an unpipelined step would start by sampling them. A generation
   // that stops there had its next row queued above for nothing: that row is undone (its KV position
   // dropped, its id never read), leaving the KV as an unpipelined decode leaves it.
-  if (flight_) {
-    const Flight before = std::move(*flight_);
-    flight_.reset();
-    HELIUM_RETURN_IF_ERROR(model_->collect());
-    for (size_t i = 0; i < before.rows.size(); ++i) {
-      ActiveGeneration* g = before.rows[i];
-      if (g == nullptr) continue;
-      g->in_flight = false;
-      g->device_token = flight_ids_[static_cast<size_t>(before.buffer)][i];
-      const auto written = static_cast<int64_t>(g->context_tokens.size());  // KV positions before the queued row
-      if (sample_next(*g)) continue;
-      g->done = true;
-      if (auto queued = std::find(rows.begin(), rows.end(), g); queued != rows.end()) {
-        *queued = nullptr;
-        kv_->trim(g->seq, written);
-      }
+  HELIUM_ASSIGN_OR_RETURN(const std::vector<ActiveGeneration*> landed, land_flight());
+  for (ActiveGeneration* g : landed) {
+    if (g == nullptr) continue;
+    const auto written = static_cast<int64_t>(g->context_tokens.size());  // KV positions before the queued row
+    if (sample_next(*g)) continue;
+    g->done = true;
+    if (auto queued = std::find(rows.begin(), rows.end(), g); queued != rows.end()) {
+      *queued = nullptr;
+      kv_->trim(g->seq, written);
     }
   }
   // A step queued is always collected later, even when every row of it was undone: the model hands
@@ -485,9 +474,9 @@ Status Engine::pipelined_step(std::span<ActiveGeneration* const> generations) {
   return Status::ok();
 }
 
-Status Engine::settle() {
-  if (!flight_) return Status::ok();
-  const Flight f = std::move(*flight_);
+Result<std::vector<ActiveGeneration*>> Engine::land_flight() {
+  if (!flight_) return std::vector<ActiveGeneration*>();
+  Flight f = std::move(*flight_);
   flight_.reset();
   HELIUM_RETURN_IF_ERROR(model_->collect());
   for (size_t i = 0; i < f.rows.size(); ++i) {
@@ -495,7 +484,15 @@ Status Engine::settle() {
     f.rows[i]->in_flight = false;
     f.rows[i]->device_token = flight_ids_[static_cast<size_t>(f.buffer)][i];
   }
-  return Status::ok();
+  return std::move(f.rows);
+}
+
+Status Engine::settle() { return land_flight().status(); }
+
+Status Engine::fits_one_forward(size_t rows) const {
+  if (static_cast<int>(rows) <= max_batch()) return Status::ok();
+  return Status::error("a step of " + std::to_string(rows) + " generations; at most " + std::to_string(max_batch()) +
+                       " fit one forward");
 }
 
 GenerationResult Engine::end(ActiveGeneration& g) {

@@ -189,9 +189,13 @@ class Engine {
   // generations in flight (their tokens read on the device) and of those whose token is known, then takes
   // the ids of the step before and samples them, undoing the queued row of a generation that stopped.
   Status pipelined_step(std::span<ActiveGeneration* const> generations);
-  // Waits for the step in flight and hands its ids to its generations as device tokens: the state an
-  // unpipelined step leaves.
+  // Waits for the step in flight and hands its ids to its generations as device tokens (the state an
+  // unpipelined step leaves); returns its rows (null: undone), none when no step was in flight.
+  Result<std::vector<ActiveGeneration*>> land_flight();
+  // land_flight(), its rows not needed.
   Status settle();
+  // A step of `rows` generations fits one forward (max_batch), or the error that says it does not.
+  Status fits_one_forward(size_t rows) const;
   // philox_uniform(seed, position) for g's next token: plain decoding's random number, wherever it is drawn.
   static double next_uniform(const ActiveGeneration& g);
   std::vector<float> step_logits_;  // (rows, vocab) of one step
@@ -210,7 +214,7 @@ class Engine {
   std::optional<Flight> flight_;
   std::array<std::vector<int32_t>, 2> flight_ids_;  // a step's ids and the next's, alternately
   uint64_t forwards_ = 0;
-  bool pipeline_ = true;
+  bool pipeline_ = false;  // EngineOptions::pipeline
 
   Checkpoint checkpoint_;
   std::unique_ptr<Backend> backend_;
