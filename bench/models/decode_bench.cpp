@@ -11,7 +11,8 @@
 // Greedy tokens come from the device's argmax (one id copied per step, as the engine does for greedy
 // requests), each step after the previous one's id has come back; --pipeline 1 queues each step before
 // the previous one's id has come back, reading its token where that argmax was taken, as the engine's
-// pipelined decode does (EngineOptions::pipeline); --host-argmax 1 copies the logits every step and takes the argmax on the host instead;
+// pipelined decode does (EngineOptions::pipeline; greedy on the device's argmax only); --host-argmax 1
+// copies the logits every step and takes the argmax on the host instead;
 // --sample draws each token on the host with philox_uniform(1, position) as the engine does for a sampled
 // request: with TOP_K 1..256 or without TOP_K from the candidates the device selects (sample_from_candidates;
 // without TOP_K the best 256 and the row's softmax total, the logits copied when the draw reaches past
@@ -171,7 +172,7 @@ struct Runner {
   }
   // Greedy-decodes `tokens` more tokens of `seq`.
   Status decode(int32_t seq, int64_t tokens) {
-    if (pipeline && !sampling && !host_argmax) {
+    if (pipeline) {
       std::vector<int32_t> next_rows = {next};
       HELIUM_RETURN_IF_ERROR(decode_pipelined({seq}, next_rows, tokens));
       next = next_rows[0];
@@ -225,6 +226,10 @@ int run(int argc, char** argv) {
   }
   if (batch < 1 || batch > 64 || (batch > 1 && (sampling || host_argmax))) {
     std::fprintf(stderr, "--batch wants 1..64 rows, greedy with the device's argmax (no --sample, --host-argmax)\n");
+    return 2;
+  }
+  if (pipeline && (sampling || host_argmax)) {
+    std::fprintf(stderr, "--pipeline 1 queues greedy steps on the device's argmax (no --sample, --host-argmax)\n");
     return 2;
   }
   const bool cuda = device == "cuda";
