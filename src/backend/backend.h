@@ -169,12 +169,13 @@ class Backend {
     (void)retune;
     return Status::ok();
   }
-  // Chooses decode attention's launch configuration for this attention shape and KV cache type (element
-  // type, positions per page, positions per sequence), the same way (retune: ignore the cache). Call once at
-  // load, after tune_matmuls, before any op.
-  virtual Status tune_attention(const AttentionShape& shape, DType kv_dtype, int page_size, int64_t max_context,
-                                bool retune) {
-    (void)shape, (void)kv_dtype, (void)page_size, (void)max_context, (void)retune;
+  // Chooses decode attention's launch configuration for this attention shape, the model's hidden size (the
+  // width of the projections timed around it) and KV cache type (element type, positions per page, positions
+  // per sequence), the same way (retune: ignore the cache). Call once at load, after tune_matmuls, before
+  // any op.
+  virtual Status tune_attention(const AttentionShape& shape, int64_t hidden, DType kv_dtype, int page_size,
+                                int64_t max_context, bool retune) {
+    (void)shape, (void)hidden, (void)kv_dtype, (void)page_size, (void)max_context, (void)retune;
     return Status::ok();
   }
   virtual void begin_capture() {}

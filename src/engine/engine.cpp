@@ -497,8 +497,10 @@ Status Engine::fits_one_forward(size_t rows) const {
 
 GenerationResult Engine::end(ActiveGeneration& g) {
   // A generation that stopped is never in flight; one ended before it stopped must leave the step in
-  // flight first (its ids are then only handed over, as an unpipelined step leaves them).
-  if (g.in_flight) (void)settle();
+  // flight first (its ids are then only handed over, as an unpipelined step leaves them). Where that step
+  // failed (a device error), its KV position is not known to hold what the tokens say: the sequence is
+  // dropped rather than kept for the prompt cache.
+  const bool settled = !g.in_flight || settle().is_ok();
   GenerationResult& result = g.result;
   if (!g.stop_strings->stopped() && result.finish_reason != "cancelled") {
     size_t safe = g.stop_strings->feed(g.detok ? g.detok->flush() : std::string());
@@ -510,14 +512,16 @@ GenerationResult Engine::end(ActiveGeneration& g) {
   }
   result.text = g.stop_strings->text().substr(0, g.emitted);
   result.decode_seconds = seconds_since(g.decode_start);
-  keep_in_cache(g.seq, std::move(g.context_tokens));
+  if (settled) keep_in_cache(g.seq, std::move(g.context_tokens));
+  else kv_->free_sequence(g.seq);
   g.seq = -1;
   g.done = true;
   return std::move(result);
 }
 
 void Engine::abort(ActiveGeneration& g) {
-  if (g.in_flight) (void)settle();  // the step in flight must not name it once it is gone
+  // The step in flight must not name it once it is gone; the sequence is freed whatever that step's status.
+  if (g.in_flight) (void)settle();
   if (g.seq >= 0) kv_->free_sequence(g.seq);
   g.seq = -1;
   g.done = true;

@@ -233,7 +233,7 @@ Status DenseTransformer::init(DenseWeights host, const WeightMap& map, int64_t m
   HELIUM_RETURN_IF_ERROR(backend_.tune_matmuls(shapes, retune));
   // And decode attention for its shape and cache (ModelOptions::kv_dtype: the cache the engine creates).
   const AttentionShape attention{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
-  HELIUM_RETURN_IF_ERROR(backend_.tune_attention(attention, kv_dtype, page_size, max_context, retune));
+  HELIUM_RETURN_IF_ERROR(backend_.tune_attention(attention, c.hidden_size, kv_dtype, page_size, max_context, retune));
 
   const int64_t rows = max_rows_, q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
   HELIUM_ASSIGN_OR_RETURN(x_, plan(rows, c.hidden_size, DType::F32));

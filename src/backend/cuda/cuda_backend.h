@@ -82,9 +82,9 @@ class CudaBackend final : public Backend {
   // keyed by GPU, compute capability, driver, the attention shape, cache type, page size and context. Does
   // nothing where HELIUM_CUDA_ATTN_PARTITIONS sets the tiers. The tiers change only where a row's partials are
   // cut: results stay batch-invariant (partition_keys depends on a row's own keys).
-  Status tune_attention(const AttentionShape& shape, DType kv_dtype, int page_size, int64_t max_context,
-                        bool retune) override;
-  std::string attention_tuning_cache_path(const AttentionShape& shape, DType kv_dtype, int page_size,
+  Status tune_attention(const AttentionShape& shape, int64_t hidden, DType kv_dtype, int page_size,
+                        int64_t max_context, bool retune) override;
+  std::string attention_tuning_cache_path(const AttentionShape& shape, int64_t hidden, DType kv_dtype, int page_size,
                                           int64_t max_context) const;
   // The partition tiers decode attention uses now (the defaults, HELIUM_CUDA_ATTN_PARTITIONS's, or the tuner's).
   std::array<int, 3> attention_partition_tiers() const;

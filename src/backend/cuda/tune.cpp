@@ -25,7 +25,7 @@ namespace {
 // timed again. 2: among equal rings, the most warps per block; 3: each shape's x-shared row groups timed.
 constexpr int kSelectionRuleRevision = 3;
 // The attention tuner's (timing and rule): a cache written by another revision is timed again.
-constexpr int kAttentionTuneRevision = 1;
+constexpr int kAttentionTuneRevision = 2;
 
 // Puts a Context field back as it was on every way out of the tuner (or to `kept`, where the tuner sets it).
 template <class T>
@@ -339,12 +339,12 @@ Status CudaBackend::tune_matmuls(const std::vector<MatmulShape>& shapes, bool re
 // and the context itself; at most 32,768 keys, beyond which partitions are the longest either way), with
 // every size whose partition count the reserved scratch holds, in a replayed graph of programmatic launches
 // over K/V copies larger than the L2 (a step's attention reads its layer's keys from HBM).
-std::string CudaBackend::attention_tuning_cache_path(const AttentionShape& shape, DType kv_dtype, int page_size,
-                                                      int64_t max_context) const {
+std::string CudaBackend::attention_tuning_cache_path(const AttentionShape& shape, int64_t hidden, DType kv_dtype,
+                                                      int page_size, int64_t max_context) const {
   std::ostringstream key;
   key << "attention-" << kAttentionTuneRevision << ';' << shape.n_heads << ';' << shape.n_kv_heads << ';'
-      << shape.head_dim << ';' << dtype_name(kv_dtype) << ';' << page_size << ';' << max_context << ';'
-      << impl_->options.max_context;
+      << shape.head_dim << ';' << hidden << ';' << dtype_name(kv_dtype) << ';' << page_size << ';' << max_context
+      << ';' << impl_->options.max_context;
   return cache_file_path(impl_->info, "attention_", key.str());
 }
 
@@ -353,19 +353,20 @@ std::array<int, 3> CudaBackend::attention_partition_tiers() const {
   return {t.small_end, t.medium_end, t.large_end};
 }
 
-Status CudaBackend::tune_attention(const AttentionShape& shape, DType kv_dtype, int page_size, int64_t max_context,
-                                   bool retune) {
+Status CudaBackend::tune_attention(const AttentionShape& shape, int64_t hidden, DType kv_dtype, int page_size,
+                                   int64_t max_context, bool retune) {
   Impl& m = *impl_;
   // Tiers set by hand (HELIUM_CUDA_ATTN_PARTITIONS), a diagnostic that leaves kernels out, or a cache type the
   // decode kernels do not take: nothing to time.
   const char* forced = std::getenv("HELIUM_CUDA_ATTN_PARTITIONS");
   if ((forced != nullptr && *forced) || m.ctx.omit != 0 || (kv_dtype != DType::BF16 && kv_dtype != DType::F32) ||
-      shape.n_heads <= 0 || shape.n_kv_heads <= 0 || shape.n_heads % shape.n_kv_heads != 0 || page_size <= 0)
+      shape.n_heads <= 0 || shape.n_kv_heads <= 0 || shape.n_heads % shape.n_kv_heads != 0 || page_size <= 0 ||
+      hidden <= 0)
     return Status::ok();
   max_context = std::min(max_context, m.options.max_context);
   // The partials' scratch was reserved for the tiers in force at creation: no choice may need more.
   const int64_t max_partitions = cuda::max_partition_count(m.options.max_context, m.reserved_tiers);
-  const std::string path = attention_tuning_cache_path(shape, kv_dtype, page_size, max_context);
+  const std::string path = attention_tuning_cache_path(shape, hidden, kv_dtype, page_size, max_context);
   if (!retune) {
     if (auto cached = read_cache_file(path); cached.has_value()) {
       if (auto tiers = cuda::read_attention_tuning(*cached, max_context, max_partitions); tiers.is_ok()) {
@@ -387,9 +388,10 @@ Status CudaBackend::tune_attention(const AttentionShape& shape, DType kv_dtype, 
   const size_t copy_bytes = static_cast<size_t>(copy_slots * kv_dim) * dtype_bytes(kv_dtype);
   const size_t l2 = static_cast<size_t>(std::max(m.info.l2_bytes, 0));
   const int copies = static_cast<int>(std::clamp<size_t>((4 * l2 + 2 * copy_bytes - 1) / (2 * copy_bytes), 1, 64));
-  // The projections' weights, q x (q + 2 kv) and q x q (below), in copies that together exceed 4x the L2.
+  // The projections' weights, (q + 2 kv) x hidden and hidden x q (below), in copies that together exceed 4x
+  // the L2.
   const int64_t q_dim = int64_t{shape.n_heads} * shape.head_dim, qkv_rows = q_dim + 2 * kv_dim;
-  const size_t layer_w_bytes = static_cast<size_t>((qkv_rows + q_dim) * q_dim) * 2;
+  const size_t layer_w_bytes = static_cast<size_t>((qkv_rows + q_dim) * hidden) * 2;
   const int w_copies = static_cast<int>(std::clamp<size_t>((4 * l2 + layer_w_bytes - 1) / layer_w_bytes, 1, 16));
   auto kbuf = allocate(copy_bytes * copies);
   auto vbuf = allocate(copy_bytes * copies);
@@ -403,22 +405,25 @@ Status CudaBackend::tune_attention(const AttentionShape& shape, DType kv_dtype, 
   // Between the matmuls a step runs it between, as in the decode graph (timed alone, without the projection's
   // tail to hide the partitions' early K/V loads behind, 128-key partitions won at 2K keys where 64-key ones
   // were faster in the step: docs/benchmarks.md, thirty-fourth session): the q/k/v projection, BF16 weights
-  // of (q + 2 kv) x q, whose outputs the prologue reads, and o_proj, q x q, which reads the merge's split.
-  HELIUM_ASSIGN_OR_RETURN(auto qkv, allocate(static_cast<size_t>(5 * q_dim + 2 * kv_dim + shape.head_dim) * 4));
+  // of (q + 2 kv) x hidden, whose outputs the prologue reads, and o_proj, hidden x q, which reads the merge's
+  // split. The model's own widths: hidden may differ from q (Qwen3-32B: 5,120 against 64 heads x 128).
+  HELIUM_ASSIGN_OR_RETURN(auto qkv,
+                          allocate(static_cast<size_t>(2 * q_dim + 2 * kv_dim + shape.head_dim + 3 * hidden) * 4));
   float* f = static_cast<float*>(qkv->data());
   const Tensor q(f, DType::F32, {1, q_dim}), out(f + q_dim, DType::F32, {1, q_dim});
   const Tensor k(f + 2 * q_dim, DType::F32, {1, kv_dim}), v(f + 2 * q_dim + kv_dim, DType::F32, {1, kv_dim});
   const Tensor inv_freq(f + 2 * q_dim + 2 * kv_dim, DType::F32, {shape.head_dim / 2});
   float* g = f + 2 * q_dim + 2 * kv_dim + shape.head_dim;
-  const Tensor x(g, DType::F32, {1, q_dim}), resid(g + q_dim, DType::F32, {1, q_dim}), scratch(g + 2 * q_dim, DType::F32, {1, q_dim});
+  const Tensor x(g, DType::F32, {1, hidden}), resid(g + hidden, DType::F32, {1, hidden});
+  const Tensor scratch(g + 2 * hidden, DType::F32, {1, hidden});
   fill_random(Tensor(f, DType::F32, {2 * q_dim + 2 * kv_dim}), 13, 0.0f, 1.0f);
   fill_random(inv_freq, 14, 0.5f, 0.5f);
-  fill_random(Tensor(g, DType::F32, {2 * q_dim}), 15, 0.0f, 1.0f);
+  fill_random(Tensor(g, DType::F32, {2 * hidden}), 15, 0.0f, 1.0f);
   auto* w0 = static_cast<uint16_t*>(wbuf.value()->data());
-  fill_random(Tensor(w0, DType::BF16, {(qkv_rows + q_dim) * w_copies, q_dim}), 16, 0.0f, 0.05f);
-  auto w_qkv = [&](int i) { return Tensor(w0 + (i % w_copies) * layer_w_bytes / 2, DType::BF16, {qkv_rows, q_dim}); };
+  fill_random(Tensor(w0, DType::BF16, {static_cast<int64_t>(layer_w_bytes / 2) * w_copies}), 16, 0.0f, 0.05f);
+  auto w_qkv = [&](int i) { return Tensor(w0 + (i % w_copies) * layer_w_bytes / 2, DType::BF16, {qkv_rows, hidden}); };
   auto w_o = [&](int i) {
-    return Tensor(w0 + (i % w_copies) * layer_w_bytes / 2 + qkv_rows * q_dim, DType::BF16, {q_dim, q_dim});
+    return Tensor(w0 + (i % w_copies) * layer_w_bytes / 2 + qkv_rows * hidden, DType::BF16, {hidden, q_dim});
   };
   // Block tables (copy c: its pages in order), the row table's copy numbers, write slots, prefix, position.
   const int64_t at_rows = copies * pages, at_write = at_rows + copies, at_prefix = at_write + copies;

@@ -1147,8 +1147,8 @@ TEST_F(CudaMatmulTest, AttentionTunerCachesItsTiersAndRetimesADamagedCache) {
   ASSERT_TRUE(backend.is_ok()) << backend.error_message();
   CudaBackend& b = *backend.value();
   const AttentionShape shape{32, 8, 128, 1.0f / std::sqrt(128.0f)};
-  const std::string path = b.attention_tuning_cache_path(shape, DType::BF16, 16, 2048);
-  ASSERT_TRUE(b.tune_attention(shape, DType::BF16, 16, 2048, false).is_ok());
+  const std::string path = b.attention_tuning_cache_path(shape, 4096, DType::BF16, 16, 2048);
+  ASSERT_TRUE(b.tune_attention(shape, 4096, DType::BF16, 16, 2048, false).is_ok());
   std::ifstream written(path);
   ASSERT_TRUE(written.good()) << path;
   const nlohmann::json cache = nlohmann::json::parse(written);
@@ -1160,12 +1160,12 @@ TEST_F(CudaMatmulTest, AttentionTunerCachesItsTiersAndRetimesADamagedCache) {
   EXPECT_LE(cuda::max_partition_count(2048, cuda::PartitionTiers{tiers[0], tiers[1], tiers[2]}), 32);
   // A valid file is read, not re-timed.
   std::ofstream(path) << R"({"tiers": {"small_end": 0, "medium_end": 2048, "large_end": 2048}})";
-  ASSERT_TRUE(b.tune_attention(shape, DType::BF16, 16, 2048, false).is_ok());
+  ASSERT_TRUE(b.tune_attention(shape, 4096, DType::BF16, 16, 2048, false).is_ok());
   EXPECT_EQ(b.attention_partition_tiers(), (std::array<int, 3>{0, 2048, 2048}));
   // Damaged (cut short; tiers out of order): timed again, the file rewritten.
   for (const char* text : {R"({"tiers": {"small_end": 10)", R"({"tiers": {"small_end": 2048, "medium_end": 1024, "large_end": 4096}})"}) {
     std::ofstream(path) << text;
-    ASSERT_TRUE(b.tune_attention(shape, DType::BF16, 16, 2048, false).is_ok());
+    ASSERT_TRUE(b.tune_attention(shape, 4096, DType::BF16, 16, 2048, false).is_ok());
     std::ifstream again(path);
     const nlohmann::json j = nlohmann::json::parse(again, nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << text;
@@ -1174,9 +1174,17 @@ TEST_F(CudaMatmulTest, AttentionTunerCachesItsTiersAndRetimesADamagedCache) {
   }
   // retune times again whatever the file holds.
   std::ofstream(path) << R"({"tiers": {"small_end": 0, "medium_end": 2048, "large_end": 2048}})";
-  ASSERT_TRUE(b.tune_attention(shape, DType::BF16, 16, 2048, true).is_ok());
+  ASSERT_TRUE(b.tune_attention(shape, 4096, DType::BF16, 16, 2048, true).is_ok());
   std::ifstream retuned(path);
   EXPECT_EQ(nlohmann::json::parse(retuned).at("timed").size(), 8u);
+  // A model whose hidden size is not its heads' width (as Qwen3-32B's 5,120 against 64 x 128): timed between
+  // projections of its own widths, cached under its own key.
+  const std::string narrow = b.attention_tuning_cache_path(shape, 2560, DType::BF16, 16, 2048);
+  EXPECT_NE(narrow, path);
+  ASSERT_TRUE(b.tune_attention(shape, 2560, DType::BF16, 16, 2048, false).is_ok());
+  std::ifstream narrow_file(narrow);
+  ASSERT_TRUE(narrow_file.good()) << narrow;
+  EXPECT_EQ(nlohmann::json::parse(narrow_file).at("timed").size(), 8u);
   if (saved != nullptr) setenv("HELIUM_CACHE_DIR", saved_value.c_str(), 1);
   else unsetenv("HELIUM_CACHE_DIR");
   std::filesystem::remove_all(dir);
