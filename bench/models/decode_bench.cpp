@@ -11,7 +11,8 @@
 // Greedy tokens come from the device's argmax (one id copied per step, as the engine does for greedy
 // requests), each step after the previous one's id has come back; --pipeline 1 queues each step before
 // the previous one's id has come back, reading its token where that argmax was taken, as the engine's
-// pipelined decode does (EngineOptions::pipeline; greedy on the device's argmax only); --host-argmax 1
+// pipelined decode does (EngineOptions::pipeline, the engine's default with CUDA; greedy on the device's
+// argmax only; the protocol keeps the waiting loop, comparable across sessions); --host-argmax 1
 // copies the logits every step and takes the argmax on the host instead;
 // --sample draws each token on the host with philox_uniform(1, position) as the engine does for a sampled
 // request: with TOP_K 1..256 or without TOP_K from the candidates the device selects (sample_from_candidates;

@@ -152,6 +152,9 @@ class Backend {
   // synchronize() reaches every mark. The CPU backend runs eagerly, so its marks are always reached.
   virtual uint64_t mark() { return 0; }
   virtual void wait_for(uint64_t mark) { (void)mark; }
+  // Whether ops return once queued, so that the host can run ahead of the device (CUDA) rather than after
+  // the op has run (the CPU): where a caller gains from queueing the next step before reading this one's.
+  virtual bool queues_work() const { return false; }
 
   // Times this device's memory (a second or so; allocates and frees its own buffers, so call it outside
   // any capture). Benchmarks divide it by the bytes a step reads to get their ceiling.

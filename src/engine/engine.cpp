@@ -155,7 +155,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& model_dir, const
   HELIUM_ASSIGN_OR_RETURN(e->model_, load_model(e->checkpoint_, *e->backend_, mo));
   HELIUM_ASSIGN_OR_RETURN(e->kv_, KvCache::create(*e->backend_, e->model_->kv_spec(), context, kv_dtype, mo.kv_page_size));
   e->prompt_cache_limit_ = std::max(options.prompt_cache_sequences, 0);
-  e->pipeline_ = options.pipeline;
+  e->pipeline_ = options.pipeline.value_or(e->backend_->queues_work());
   for (auto& ids : e->flight_ids_) ids.resize(static_cast<size_t>(e->max_batch()));
   e->eos_ids_ = e->checkpoint_.generation.eos_token_ids;
   if (auto eos = e->tokenizer_ ? e->tokenizer_->eos_token_id() : std::nullopt; eos && std::find(e->eos_ids_.begin(), e->eos_ids_.end(), *eos) == e->eos_ids_.end())

@@ -41,10 +41,11 @@ struct EngineOptions {
   // Plain greedy decode queues each step before the previous one's ids have come back: the step reads
   // its token where the previous step's argmax was taken (Batch::token_sources), so the device does not
   // wait on the host between steps. Tokens, texts and the KV left behind are those of unpipelined decode
-  // (a row queued for a generation that then stops is undone). Off by default until it has been measured
-  // on a GPU (the tests run it on the CPU, whose eager backend gains nothing from it); `helium_bench_decode
-  // --pipeline 1` times the same loop.
-  bool pipeline = false;
+  // (a row queued for a generation that then stops is undone). Unset: on where the backend queues its work
+  // (Backend::queues_work: CUDA), off on the CPU, whose eager backend gains nothing from it and would run
+  // one forward for nothing at each generation's end. `helium_bench_decode --pipeline 1` times the same loop
+  // (docs/benchmarks.md, thirty-seventh session: the same tokens on an H100, +0.1% at 1K in that loop).
+  std::optional<bool> pipeline;
 };
 
 // KV positions for a model: `requested` when positive, else its max_position_embeddings capped at 32768.
@@ -157,6 +158,8 @@ class Engine {
   int64_t context() const { return kv_->capacity(); }
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
   std::string backend_name() const { return backend_->name(); }
+  // Whether plain greedy steps are queued one ahead (EngineOptions::pipeline, or its default for the backend).
+  bool pipelined() const { return pipeline_; }
   // The device's memory bandwidth (Backend::measure_memory_bandwidth); not during a generation.
   Result<MemoryBandwidth> measure_memory_bandwidth() { return backend_->measure_memory_bandwidth(); }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,7 +15,9 @@ namespace helium {
 namespace {
 
 // device "auto": the GPU when there is one (the caller checks Engine::backend_name).
-std::unique_ptr<Engine> load_engine(bool pipeline, int cache_sequences = 4, const std::string& device = "cpu") {
+// pipeline unset: the engine's default for the backend.
+std::unique_ptr<Engine> load_engine(std::optional<bool> pipeline, int cache_sequences = 4,
+                                    const std::string& device = "cpu") {
   EngineOptions options;
   options.device = device;
   options.prompt_cache_sequences = cache_sequences;
@@ -121,6 +124,21 @@ TEST(PipelinedDecode, EveryEndingIsTheUnpipelinedOneOnTheGpu) {
   ASSERT_TRUE(queued && waiting);
   if (queued->backend_name().rfind("cuda", 0) != 0) GTEST_SKIP() << "no GPU (backend " << queued->backend_name() << ")";
   expect_every_ending_unpipelined(*queued, *waiting);
+}
+
+// Unset, the switch follows the backend: on where ops are queued (CUDA), off on the eager CPU, where a
+// queued step gains nothing and a generation's end would cost one forward for nothing.
+TEST(PipelinedDecode, OnByDefaultWhereTheBackendQueuesItsWork) {
+  auto cpu = load_engine(std::nullopt);
+  ASSERT_TRUE(cpu);
+  EXPECT_FALSE(cpu->pipelined());
+  EXPECT_TRUE(load_engine(true)->pipelined());
+  auto gpu = load_engine(std::nullopt, 4, "auto");
+  ASSERT_TRUE(gpu);
+  EXPECT_EQ(gpu->pipelined(), gpu->backend_name().rfind("cuda", 0) == 0) << gpu->backend_name();
+  auto off = load_engine(false, 4, "auto");
+  ASSERT_TRUE(off);
+  EXPECT_FALSE(off->pipelined());
 }
 
 // Generations stepping together, ending at different steps, one joining after a prefill between steps

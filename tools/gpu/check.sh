@@ -113,14 +113,14 @@ run kv_test 30 "$BIN/kv_test" --gtest_brief=1
 # The engine's sampled paths on the GPU: device candidates and totals against copied logits, and pipelined
 # greedy decode against unpipelined, over the embedded model (read through HELIUM_SOURCE_DIR, as models_test
 # reads its fixtures).
-run engine_sampling 120 "$BIN/engine_test" --gtest_brief=1 --gtest_filter='SamplingPaths.*OnTheGpu:SpeedTest.*OnTheGpu:PipelinedDecode.*OnTheGpu'
+run engine_sampling 120 "$BIN/engine_test" --gtest_brief=1 --gtest_filter='SamplingPaths.*OnTheGpu:SpeedTest.*OnTheGpu:PipelinedDecode.*OnTheGpu:PipelinedDecode.OnByDefault*'
 run sanitizer 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/models_test" \
   --gtest_filter='*GreedyContinuationMatchesTransformers/cuda_tiny_qwen3*'
 # CHECK_BENCH=0: the tests alone (for a call that ran the protocol itself, first on a fresh machine).
 [ "${CHECK_BENCH:-1}" = 0 ] && { grep -E "^=== .*exit" "$LOG"; exit 0; }
 run bench_decode 240 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b --json "$OUT/decode.json"
-# Greedy steps queued one ahead (the engine's pipelined decode, EngineOptions::pipeline; off by default until
-# measured) against the protocol's loop, back to back, twice.
+# Greedy steps queued one ahead (the engine's pipelined decode, EngineOptions::pipeline, on by default with
+# CUDA) against the protocol's loop, back to back, twice.
 for round in 1 2; do
   run "bench_decode_pipelined_$round" 100 "$BIN/helium_bench_decode" --device cuda --config bench/configs/qwen3-8b \
     --contexts 1024,8192,32768 --tokens 256 --runs 1 --prefill 0 --pipeline 1

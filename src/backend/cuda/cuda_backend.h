@@ -67,6 +67,7 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   uint64_t mark() override;
   void wait_for(uint64_t mark) override;
+  bool queues_work() const override { return true; }
   // Graphs are on unless HELIUM_CUDA_GRAPHS=0 (for comparisons).
   bool supports_graphs() const override;
   // Times every decode-matmul candidate (matmul_decode_candidates) at one row for each shape and keeps
