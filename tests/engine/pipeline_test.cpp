@@ -132,7 +132,9 @@ TEST(PipelinedDecode, OnByDefaultWhereTheBackendQueuesItsWork) {
   auto cpu = load_engine(std::nullopt);
   ASSERT_TRUE(cpu);
   EXPECT_FALSE(cpu->pipelined());
-  EXPECT_TRUE(load_engine(true)->pipelined());
+  auto on = load_engine(true);
+  ASSERT_TRUE(on);
+  EXPECT_TRUE(on->pipelined());
   auto gpu = load_engine(std::nullopt, 4, "auto");
   ASSERT_TRUE(gpu);
   EXPECT_EQ(gpu->pipelined(), gpu->backend_name().rfind("cuda", 0) == 0) << gpu->backend_name();
