@@ -65,11 +65,9 @@ void expect_same(const Reply& a, const Reply& b, const std::string& what) {
   EXPECT_EQ(a.streamed, b.streamed) << what;
 }
 
-void expect_every_ending_unpipelined(Engine& queued_engine, Engine& waiting_engine) {
-  Engine* queued = &queued_engine;
-  Engine* waiting = &waiting_engine;
-  const GenerationRequest base = testing::greedy_request(*waiting, "def fibonacci(n):\n", 24);
-  auto [plain, plain_next] = two_turns(*waiting, base);
+void expect_every_ending_unpipelined(Engine& queued, Engine& waiting) {
+  const GenerationRequest base = testing::greedy_request(waiting, "def fibonacci(n):\n", 24);
+  auto [plain, plain_next] = two_turns(waiting, base);
   ASSERT_EQ(plain.result.tokens.size(), 24u);
   ASSERT_GT(plain_next.result.cached_tokens, 0);
 
@@ -92,19 +90,19 @@ void expect_every_ending_unpipelined(Engine& queued_engine, Engine& waiting_engi
   }
   for (auto& [what, request] : cases) {
     SCOPED_TRACE(what);
-    waiting->clear_prompt_cache();
-    queued->clear_prompt_cache();
-    auto [w1, w2] = two_turns(*waiting, request);
-    auto [q1, q2] = two_turns(*queued, request);
+    waiting.clear_prompt_cache();
+    queued.clear_prompt_cache();
+    auto [w1, w2] = two_turns(waiting, request);
+    auto [q1, q2] = two_turns(queued, request);
     expect_same(w1, q1, what + ", first turn");
     expect_same(w2, q2, what + ", second turn (the first turn's KV reused)");
   }
   for (int cancel : {1, 2, 5}) {
     SCOPED_TRACE("cancelled after " + std::to_string(cancel));
-    waiting->clear_prompt_cache();
-    queued->clear_prompt_cache();
-    auto [w1, w2] = two_turns(*waiting, base, cancel);
-    auto [q1, q2] = two_turns(*queued, base, cancel);
+    waiting.clear_prompt_cache();
+    queued.clear_prompt_cache();
+    auto [w1, w2] = two_turns(waiting, base, cancel);
+    auto [q1, q2] = two_turns(queued, base, cancel);
     EXPECT_EQ(q1.result.finish_reason, "cancelled");
     expect_same(w1, q1, "first turn");
     expect_same(w2, q2, "second turn");
