@@ -77,11 +77,6 @@ HELIUM_CUDA_MMA_ONE_ROW=0 run models_test_four_row 120 "$BIN/models_test" --gtes
 # The goldens with o_proj on the one-row instance's spread ring (Context::oproj_stages, 10 by default;
 # cuda_matmul_test checks that the depths give the same bits).
 HELIUM_CUDA_OPROJ_STAGES=0 run models_test_oproj_shallow 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
-# The goldens with o_proj's blocks also asking the L2 for the rest of their weights before their wait
-# (Context::oproj_l2_rest, off by default; performance only), and memcheck over one of them.
-HELIUM_CUDA_OPROJ_L2=on run models_test_oproj_l2 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
-HELIUM_CUDA_OPROJ_L2=on run sanitizer_oproj_l2 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/models_test" \
-  --gtest_filter='*GreedyContinuationMatchesTransformers/cuda_tiny_qwen3*'
 # The goldens with o_proj splitting its x itself (the attention merge writes the split by default;
 # cuda_fused_test checks that the two give the same bits).
 HELIUM_CUDA_ATTN_SPLIT=off run models_test_no_attention_split 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'

@@ -224,12 +224,6 @@ struct Context {
   // no longer beside the partition block) 180.2 at 1K; with the partitions triggering at their start
   // (so that o_proj launches before the K/V land) 174.2. Not yet timed on an H200.
   int oproj_stages = 10;
-  // And with oproj_stages' ring, the blocks ask the L2 for the rest of their weights before their wait too
-  // (one bulk prefetch a weight row, matmul.cu), so that the rounds after the wait find them there: the ring
-  // holds ~19 of o_proj's 33.6 MB (Qwen3-8B shape), and on the H200 the attention chain leaves the memory idle
-  // for longer than the whole of it takes (~11 µs a layer against 8.0 at copy; docs/benchmarks.md,
-  // thirty-third session). HELIUM_CUDA_OPROJ_L2=on|off. Off until timed on a GPU. The same bits either way.
-  bool oproj_l2_rest = false;
   // The one-row instance's blocks per multiprocessor, at most (matmul.cu, one_row_block_smem pads a block's
   // shared memory to hold it there; HELIUM_CUDA_MMA_BLOCKS=1..4). Three: on the H200 (Qwen3-8B shape, 256
   // tokens, two rounds; docs/benchmarks.md, twenty-fourth session) four blocks of 6 stages decoded 211.62 /
@@ -426,17 +420,6 @@ struct L2Prefetch {
 };
 // The first `cap` bytes of w read by an op that walks its `stacked` equal row blocks side by side (1 or 2).
 L2Prefetch l2_prefetch_of(const Tensor& w, int stacked, int64_t cap);
-
-// One bulk prefetch of [data, data + bytes) into the L2 (bytes and data 16-byte aligned; sm_90, none before).
-// Performance only: nothing waits for it.
-__device__ __forceinline__ void l2_prefetch_bytes(const void* data, int64_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(data), "r"(static_cast<uint32_t>(bytes)) : "memory");
-#else
-  (void)data;
-  (void)bytes;
-#endif
-}
 
 // Block `block` of `blocks` issues its share of pf; called by one whole warp.
 __device__ __forceinline__ void l2_prefetch_share(const L2Prefetch& pf, int64_t block, int64_t blocks) {

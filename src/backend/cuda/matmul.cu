@@ -209,9 +209,6 @@ struct DecodeParams {
   const float* row_sq;  // consumer: the producer's next_sq, (rows, sq_blocks); null otherwise
   int64_t sq_blocks;
   unsigned long long* trace;  // Context::matmul_trace, or null
-  // The deep one-row instances (10+ stages, o_proj after attention): before its wait, the block also asks
-  // the L2 for the rest of its items' weights, past the stages its ring holds (Context::oproj_l2_rest).
-  bool l2_rest;
 };
 
 // prior: the output's value before this op when accumulating (read earlier by the caller), else it is read here.
@@ -739,10 +736,9 @@ __device__ __forceinline__ int64_t mma_weight_row(const DecodeParams& p, int64_t
 // A tensor-core kernel's ring primed: the weights of its first S - 1 stages (one commit group each) issued
 // before the programmatic-dependent-launch wait (they do not depend on the previous kernel), their x after it
 // (one group each); `issue` then points at stage S - 1.
-template <int S, class Cursor, class Advance, class IssueWeights, class IssueX, class BeforeWait>
+template <int S, class Cursor, class Advance, class IssueWeights, class IssueX>
 __device__ __forceinline__ void mma_prime_ring(const DecodeParams& p, Cursor& issue, Advance&& advance,
-                                               IssueWeights&& issue_weights, IssueX&& issue_x,
-                                               BeforeWait&& before_wait) {
+                                               IssueWeights&& issue_weights, IssueX&& issue_x) {
   {
     Cursor c = issue;
     for (int u = 0; u < S - 1; ++u, advance(c)) {
@@ -750,7 +746,6 @@ __device__ __forceinline__ void mma_prime_ring(const DecodeParams& p, Cursor& is
       copy_async_commit();
     }
   }
-  before_wait();
   trace_stamp(p, 1);
   if (p.early_trigger) pdl_launch_dependents();
   pdl_wait();
@@ -825,24 +820,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32) matmul_mma_kernel(const Decode
     }
   };
 
-  // The deep instances (o_proj after attention, whose blocks launch while the attention chain leaves the
-  // memory idle; Context::oproj_l2_rest): lanes 0-15 of warp 0 each ask the L2 for one weight row of each of
-  // the block's items, from where the ring's pre-wait stages end (the first item; the others whole) to k's end.
-  // Performance only: the ring loads the same bytes after the wait, from the L2 if they are there.
-  auto prefetch_rest = [&] {
-    if constexpr (S >= 10) {
-      if (!p.l2_rest || kw != 0 || lane >= kMmaFeatures || (p.k * 2) % 16 != 0) return;
-      const int64_t ring_k = int64_t{S - 1} * kMmaWarps * kMmaStepK;
-      for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x)) {
-        const int64_t k0 = item == static_cast<int>(blockIdx.x) ? ring_k : 0;
-        if (k0 >= p.k) continue;
-        const int64_t row = mma_weight_row(p, item / row_groups, lane);
-        l2_prefetch_bytes(static_cast<const __nv_bfloat16*>(p.w) + row * p.k + k0, (p.k - k0) * 2);
-      }
-    }
-  };
   Cursor issue = at_item(static_cast<int>(blockIdx.x)), work = issue;
-  mma_prime_ring<S>(p, issue, advance, issue_weights, issue_x, prefetch_rest);
+  mma_prime_ring<S>(p, issue, advance, issue_weights, issue_x);
   // Groups so far: weights of stages 0 .. S-2, then their x; each step below adds stage i + S - 1 whole, so
   // with S - 1 groups left pending, stage i has landed.
 
@@ -1008,7 +987,7 @@ __global__ void __launch_bounds__(W * G * 32) matmul_mma_xs_kernel(const DecodeP
   };
 
   Cursor issue = at_item(static_cast<int>(blockIdx.x)), work = issue;
-  mma_prime_ring<S>(p, issue, advance, issue_weights, issue_x, [] {});
+  mma_prime_ring<S>(p, issue, advance, issue_weights, issue_x);
   // Groups so far: the weights of stages 0 .. S-2, then their x (2(S - 1)); each stage below adds one. Before
   // stage i's wait, 2(S - 1) + i are committed and stage i's last is number S - 1 + i: S - 2 may stay pending.
 
@@ -2198,7 +2177,6 @@ void launch_mma(const Context& c, DecodeParams p, const MatmulShape& shape, int 
     row_group = 1;
     stages = one_row;
   }
-  p.l2_rest = deep && c.oproj_l2_rest;
   // The tuner times one row; past 4 rows a stage carries more of x and deeper rings leave fewer blocks per
   // multiprocessor: at 8 rows 4 stages were the fastest or tied for every Qwen3-8B shape (H200: gate/up
   // 30.5 us against 36.1 with 6 and 55.8 with 8, lm_head 351 against 395 and 639; eleventh session).

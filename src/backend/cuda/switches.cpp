@@ -55,7 +55,6 @@ Status read_matmul_switches(Context& ctx) {
                                      "0, 6, 7 or 8", ctx.mma_one_row_stages));
   HELIUM_RETURN_IF_ERROR(read_choice("HELIUM_CUDA_OPROJ_STAGES", {{"0", 0}, {"10", 10}, {"12", 12}, {"16", 16}},
                                      "0, 10, 12 or 16", ctx.oproj_stages));
-  HELIUM_RETURN_IF_ERROR(read_switch("HELIUM_CUDA_OPROJ_L2", "on", "off", ctx.oproj_l2_rest));
   long blocks = ctx.mma_one_row_blocks;
   HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_MMA_BLOCKS", "a block count", 1, 4, blocks));
   ctx.mma_one_row_blocks = static_cast<int>(blocks);

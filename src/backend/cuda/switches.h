@@ -19,7 +19,7 @@ Status read_switch(const char* variable, std::string_view on, std::string_view o
 Status read_integer(const char* variable, const char* what, long lo, long hi, long& value);
 
 // The tensor-core decode matmul's switches: HELIUM_CUDA_MMA_ONE_ROW (0|6|7|8), HELIUM_CUDA_OPROJ_STAGES
-// (0|10|12|16), HELIUM_CUDA_OPROJ_L2 (on|off), HELIUM_CUDA_MMA_BLOCKS (1..4),
+// (0|10|12|16), HELIUM_CUDA_MMA_BLOCKS (1..4),
 // HELIUM_CUDA_MMA_SPREAD and HELIUM_CUDA_MMA_SPREAD_ROWS (on|off), HELIUM_CUDA_MMA_XSHARED
 // (off|tuned|wide|auto|1|2|4), HELIUM_CUDA_MMA_XSHARED_STAGES (0|4|8|12|16) and HELIUM_CUDA_MMA_XSHARED_GROUPS
 // (auto|1|2|4). What each does: the fields of Context they set.

@@ -961,7 +961,7 @@ TEST(CudaMatmulHostTest, TunerTakesTheXSharedKernelFromWhereItKeepsWinning) {
 TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
   const char* names[] = {"HELIUM_CUDA_MMA_ONE_ROW",     "HELIUM_CUDA_OPROJ_STAGES",       "HELIUM_CUDA_MMA_BLOCKS",
                          "HELIUM_CUDA_MMA_SPREAD",      "HELIUM_CUDA_MMA_SPREAD_ROWS",    "HELIUM_CUDA_MMA_XSHARED",
-                         "HELIUM_CUDA_MMA_XSHARED_STAGES", "HELIUM_CUDA_MMA_XSHARED_GROUPS", "HELIUM_CUDA_OPROJ_L2"};
+                         "HELIUM_CUDA_MMA_XSHARED_STAGES", "HELIUM_CUDA_MMA_XSHARED_GROUPS"};
   std::map<std::string, std::string> saved;
   for (const char* n : names) {
     if (const char* v = std::getenv(n)) saved[n] = v;
@@ -972,7 +972,6 @@ TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
   ASSERT_TRUE(cuda::read_matmul_switches(ctx).is_ok());
   EXPECT_EQ(ctx.mma_one_row_stages, defaults.mma_one_row_stages);
   EXPECT_EQ(ctx.oproj_stages, defaults.oproj_stages);
-  EXPECT_EQ(ctx.oproj_l2_rest, defaults.oproj_l2_rest);
   EXPECT_EQ(ctx.mma_one_row_blocks, defaults.mma_one_row_blocks);
   EXPECT_EQ(ctx.mma_spread, defaults.mma_spread);
   EXPECT_EQ(ctx.mma_spread_rows, defaults.mma_spread_rows);
@@ -1014,14 +1013,6 @@ TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
   ASSERT_TRUE(cuda::read_matmul_switches(ctx).is_ok());
   EXPECT_FALSE(ctx.mma_spread_rows);
   unsetenv("HELIUM_CUDA_MMA_SPREAD_ROWS");
-  for (const bool on : {true, false}) {
-    ASSERT_EQ(setenv("HELIUM_CUDA_OPROJ_L2", on ? "on" : "off", 1), 0);
-    cuda::Context c;
-    c.oproj_l2_rest = !on;
-    ASSERT_TRUE(cuda::read_matmul_switches(c).is_ok());
-    EXPECT_EQ(c.oproj_l2_rest, on);
-    unsetenv("HELIUM_CUDA_OPROJ_L2");
-  }
 
   const std::pair<const char*, const char*> refused[] = {
       {"HELIUM_CUDA_MMA_ONE_ROW", "5"},        {"HELIUM_CUDA_MMA_ONE_ROW", "6x"},   {"HELIUM_CUDA_OPROJ_STAGES", "8"},
@@ -1029,8 +1020,7 @@ TEST(CudaMatmulHostTest, SwitchesSetTheContextOrAreRefusedByName) {
       {"HELIUM_CUDA_MMA_BLOCKS", "two"},       {"HELIUM_CUDA_MMA_SPREAD", "1"},     {"HELIUM_CUDA_MMA_SPREAD_ROWS", "wide"},
       {"HELIUM_CUDA_MMA_XSHARED", "8"},        {"HELIUM_CUDA_MMA_XSHARED", "on"},   {"HELIUM_CUDA_MMA_XSHARED", "2 "},
       {"HELIUM_CUDA_MMA_XSHARED_STAGES", "6"}, {"HELIUM_CUDA_MMA_XSHARED_STAGES", "-4"},
-      {"HELIUM_CUDA_MMA_XSHARED_GROUPS", "3"}, {"HELIUM_CUDA_MMA_XSHARED_GROUPS", "0"},
-      {"HELIUM_CUDA_OPROJ_L2", "1"}};
+      {"HELIUM_CUDA_MMA_XSHARED_GROUPS", "3"}, {"HELIUM_CUDA_MMA_XSHARED_GROUPS", "0"}};
   for (const auto& [name, value] : refused) {
     ASSERT_EQ(setenv(name, value, 1), 0);
     cuda::Context c;
