@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The user-facing commands on the GPU, in one call: `helium bench` (the engine's own loop, pipelined greedy decode
+# as it runs by default with CUDA) on the Qwen3-8B shape with dummy weights, `helium run` on CUDA and on the CPU
+# with the embedded model, and `helium serve --device cuda` answering real HTTP requests (OpenAI chat, streamed
+# and not, Anthropic messages, a malformed body) and still healthy after them. Logs and JSON under $OUT.
+#
+# The helium binary does not fit beside check.sh's binaries in one carried tree (64 MiB), so it travels alone:
+#   here:  tools/gpu/cli.sh pack          (after building the helium target in build/gpu)
+#   there: tools/gpu/cli.sh run           (carry .gpu-bin/cli.tar.xz)
+set -u
+source "$(dirname "$0")/common.sh"
+OUT=${OUT:-/tmp/helium-gpu-out}
+BIN=/tmp/helium-gpu-cli
+
+case "${1:-run}" in
+  pack)
+    rm -rf /tmp/helium-cli-pack && mkdir -p .gpu-bin /tmp/helium-cli-pack/lib
+    cp "$(find build/gpu -type f -name helium -perm -u+x | head -1)" /tmp/helium-cli-pack/ || exit 1
+    strip /tmp/helium-cli-pack/helium
+    ldd /tmp/helium-cli-pack/helium | grep -oE "/[^ ]*lib(utf8proc|pcre2-8)\.so[^ ]*" | sort -u |
+      xargs -r -I{} cp -L {} /tmp/helium-cli-pack/lib/
+    tar -C /tmp/helium-cli-pack -cf - . | xz -T1 -9 > .gpu-bin/cli.tar.xz
+    ls -la .gpu-bin/cli.tar.xz
+    exit 0 ;;
+  run) ;;
+  *) echo "usage: $0 pack|run" >&2; exit 2 ;;
+esac
+
+mkdir -p "$OUT" "$BIN" && tar -C "$BIN" -xJf .gpu-bin/cli.tar.xz || exit 1
+export LD_LIBRARY_PATH="$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+LOG="$OUT/cli.log"
+H="$BIN/helium"
+MODEL=models/helium-code-12m  # the embedded model (real weights and tokenizer)
+nvidia-smi --query-gpu=name,driver_version --format=csv | tee -a "$LOG"
+
+run helium_bench 300 "$H" bench --model bench/configs/qwen3-8b --load-format dummy --device cuda --offline \
+  --json "$OUT/helium_bench.json"
+PROMPT='def fibonacci(n):'
+run helium_run_cuda 60 "$H" run --device cuda --offline --model "$MODEL" -p "$PROMPT" -n 64 --temp 0
+"$H" run --device cuda --offline --model "$MODEL" -p "$PROMPT" -n 64 --temp 0 --show-ids >/dev/null 2>/tmp/ids_cuda.txt
+"$H" run --device cpu --offline --model "$MODEL" -p "$PROMPT" -n 64 --temp 0 --show-ids >/dev/null 2>/tmp/ids_cpu.txt
+if diff <(grep "^generated ids" /tmp/ids_cuda.txt) <(grep "^generated ids" /tmp/ids_cpu.txt) >/dev/null; then
+  echo "helium run: the CUDA and CPU greedy ids are the same" | tee -a "$LOG"
+else
+  echo "helium run: the CUDA and CPU greedy ids differ (near-ties may part them; the goldens test bounds the logits)" | tee -a "$LOG"
+  cat /tmp/ids_cuda.txt /tmp/ids_cpu.txt >>"$LOG"
+fi
+
+PORT=18391
+"$H" serve --device cuda --offline --model "$MODEL" --port "$PORT" >"$OUT/serve.log" 2>&1 &
+SERVER=$!
+run serve_requests 120 python3 - "$PORT" <<'PY'
+import json, sys, time, urllib.error, urllib.request
+base = f"http://127.0.0.1:{sys.argv[1]}"
+def call(path, body=None, raw=None):
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(base + path, data=data, headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+for _ in range(240):  # up to 60 s for the model to load and tune
+    try:
+        if call("/health")[0] == 200: break
+    except OSError: pass
+    time.sleep(0.25)
+else:
+    sys.exit("the server never answered /health")
+failures = 0
+def check(name, ok, detail):
+    global failures
+    print(("ok   " if ok else "FAIL ") + name + ": " + detail[:300].replace("\n", " "))
+    failures += not ok
+s, t = call("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "Write a hello world in C."}],
+                                     "max_tokens": 48, "temperature": 0})
+check("openai chat", s == 200 and json.loads(t)["choices"][0]["message"]["content"] is not None, f"{s} {t}")
+s, t = call("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "List three primes."}],
+                                     "max_tokens": 32, "stream": True, "seed": 7, "temperature": 0.7})
+check("openai stream", s == 200 and "data: [DONE]" in t, f"{s} {t[-200:]}")
+s, t = call("/v1/messages", {"model": "m", "max_tokens": 32, "messages": [{"role": "user", "content": "Say hi."}]})
+check("anthropic messages", s == 200 and json.loads(t)["type"] == "message", f"{s} {t}")
+s, t = call("/v1/chat/completions", raw=b'{"model": "m", "messages": [')
+check("malformed body refused", s == 400, f"{s} {t}")
+s, t = call("/health")
+check("healthy after", s == 200, f"{s} {t}")
+sys.exit(1 if failures else 0)
+PY
+kill "$SERVER" 2>/dev/null
+wait "$SERVER" 2>/dev/null
+tail -5 "$OUT/serve.log" >>"$LOG"
+grep -E "^=== .*exit" "$LOG"
