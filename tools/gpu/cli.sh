@@ -17,9 +17,13 @@ case "${1:-run}" in
     rm -rf /tmp/helium-cli-pack && mkdir -p .gpu-bin /tmp/helium-cli-pack/lib
     cp "$(find build/gpu -type f -name helium -perm -u+x | head -1)" /tmp/helium-cli-pack/ || exit 1
     strip /tmp/helium-cli-pack/helium
-    ldd /tmp/helium-cli-pack/helium | grep -oE "/[^ ]*lib(utf8proc|pcre2-8)\.so[^ ]*" | sort -u |
+    # Every library it links but the C and C++ runtimes and CUDA's (the GPU machine has those): the HTTP server's
+    # and the tokenizer's are Debian's alone, and the rest (libcurl's) may be missing or of other versions there.
+    ldd /tmp/helium-cli-pack/helium | awk '$3 ~ /^\// {print $3}' |
+      grep -vE "/(libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s|libcudart|libcublasLt|libcublas)\.so" |
       xargs -r -I{} cp -L {} /tmp/helium-cli-pack/lib/
-    tar -C /tmp/helium-cli-pack -cf - . | xz -T1 -9 > .gpu-bin/cli.tar.xz
+    strip --strip-unneeded /tmp/helium-cli-pack/lib/*
+    tar -C /tmp/helium-cli-pack -cf - . | xz -T1 -9e > .gpu-bin/cli.tar.xz
     ls -la .gpu-bin/cli.tar.xz
     exit 0 ;;
   run) ;;
@@ -32,6 +36,7 @@ LOG="$OUT/cli.log"
 H="$BIN/helium"
 MODEL=models/helium-code-12m  # the embedded model (real weights and tokenizer)
 nvidia-smi --query-gpu=name,driver_version --format=csv | tee -a "$LOG"
+ldd "$H" | grep "not found" | tee -a "$LOG"  # nothing, or what the pack still lacks
 
 run helium_bench 300 "$H" bench --model bench/configs/qwen3-8b --load-format dummy --device cuda --offline \
   --json "$OUT/helium_bench.json"
@@ -39,7 +44,10 @@ PROMPT='def fibonacci(n):'
 run helium_run_cuda 60 "$H" run --device cuda --offline --model "$MODEL" -p "$PROMPT" -n 64 --temp 0
 "$H" run --device cuda --offline --model "$MODEL" -p "$PROMPT" -n 64 --temp 0 --show-ids >/dev/null 2>/tmp/ids_cuda.txt
 "$H" run --device cpu --offline --model "$MODEL" -p "$PROMPT" -n 64 --temp 0 --show-ids >/dev/null 2>/tmp/ids_cpu.txt
-if diff <(grep "^generated ids" /tmp/ids_cuda.txt) <(grep "^generated ids" /tmp/ids_cpu.txt) >/dev/null; then
+if ! grep -q "^generated ids" /tmp/ids_cuda.txt || ! grep -q "^generated ids" /tmp/ids_cpu.txt; then
+  echo "helium run: FAILED to generate on CUDA or the CPU" | tee -a "$LOG"
+  cat /tmp/ids_cuda.txt /tmp/ids_cpu.txt >>"$LOG"
+elif diff <(grep "^generated ids" /tmp/ids_cuda.txt) <(grep "^generated ids" /tmp/ids_cpu.txt) >/dev/null; then
   echo "helium run: the CUDA and CPU greedy ids are the same" | tee -a "$LOG"
 else
   echo "helium run: the CUDA and CPU greedy ids differ (near-ties may part them; the goldens test bounds the logits)" | tee -a "$LOG"
