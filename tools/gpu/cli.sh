@@ -57,7 +57,7 @@ fi
 PORT=18391
 "$H" serve --device cuda --offline --model "$MODEL" --port "$PORT" >"$OUT/serve.log" 2>&1 &
 SERVER=$!
-run serve_requests 120 python3 - "$PORT" <<'PY'
+run serve_requests 120 env -u LD_LIBRARY_PATH python3 - "$PORT" <<'PY'  # the machine's own libraries for Python
 import json, sys, time, urllib.error, urllib.request
 base = f"http://127.0.0.1:{sys.argv[1]}"
 def call(path, body=None, raw=None):
