@@ -14,19 +14,10 @@
 namespace helium {
 namespace {
 
-// device "auto": the GPU when there is one (the caller checks Engine::backend_name).
-// pipeline unset: the engine's default for the backend.
+// The embedded model at a 512-token context (testing::load_default_engine), pipelined or not.
 std::unique_ptr<Engine> load_engine(std::optional<bool> pipeline, int cache_sequences = 4,
                                     const std::string& device = "cpu") {
-  EngineOptions options;
-  options.device = device;
-  options.prompt_cache_sequences = cache_sequences;
-  options.threads = 2;
-  options.context = 512;
-  options.pipeline = pipeline;
-  auto engine = Engine::load(std::string(HELIUM_SOURCE_DIR) + "/models/helium-code-12m", options);
-  EXPECT_TRUE(engine.is_ok()) << engine.error_message();
-  return engine ? std::move(engine).value() : nullptr;
+  return testing::load_default_engine(512, cache_sequences, device, pipeline);
 }
 
 struct Reply {
@@ -120,7 +111,7 @@ TEST(PipelinedDecode, EveryEndingIsTheUnpipelinedOne) {
 TEST(PipelinedDecode, EveryEndingIsTheUnpipelinedOneOnTheGpu) {
   auto queued = load_engine(true, 4, "auto"), waiting = load_engine(false, 4, "auto");
   ASSERT_TRUE(queued && waiting);
-  if (queued->backend_name().rfind("cuda", 0) != 0) GTEST_SKIP() << "no GPU (backend " << queued->backend_name() << ")";
+  if (!testing::on_gpu(*queued)) GTEST_SKIP() << "no GPU (backend " << queued->backend_name() << ")";
   expect_every_ending_unpipelined(*queued, *waiting);
 }
 
@@ -135,7 +126,7 @@ TEST(PipelinedDecode, OnByDefaultWhereTheBackendQueuesItsWork) {
   EXPECT_TRUE(on->pipelined());
   auto gpu = load_engine(std::nullopt, 4, "auto");
   ASSERT_TRUE(gpu);
-  EXPECT_EQ(gpu->pipelined(), gpu->backend_name().rfind("cuda", 0) == 0) << gpu->backend_name();
+  EXPECT_EQ(gpu->pipelined(), testing::on_gpu(*gpu)) << gpu->backend_name();
   auto off = load_engine(false, 4, "auto");
   ASSERT_TRUE(off);
   EXPECT_FALSE(off->pipelined());

@@ -56,7 +56,7 @@ TEST(SamplingPaths, DeviceCandidatesWriteWhatTheLogitsWrite) {
 TEST(SamplingPaths, DeviceCandidatesWriteWhatTheLogitsWriteOnTheGpu) {
   auto engine = load_default_engine(1024, 4, "auto");
   ASSERT_TRUE(engine);
-  if (engine->backend_name().rfind("cuda", 0) != 0) GTEST_SKIP() << "no GPU (backend " << engine->backend_name() << ")";
+  if (!testing::on_gpu(*engine)) GTEST_SKIP() << "no GPU (backend " << engine->backend_name() << ")";
   expect_both_paths_write_the_same_tokens(*engine);
 }
 

@@ -24,7 +24,7 @@ void expect_consistent_figures(Engine& engine) {
   EXPECT_FALSE(r->bandwidth.method.empty());
   // The embedded model: tied embeddings, so every weight is read once a token; K/V of 6 layers x 128 wide.
   EXPECT_DOUBLE_EQ(r->weight_bytes_per_token, static_cast<double>(engine.model().info().weight_bytes));
-  const double kv_element = engine.backend_name().rfind("cuda", 0) == 0 ? 2 : 4;  // BF16 on CUDA, F32 on the CPU
+  const double kv_element = testing::on_gpu(engine) ? 2 : 4;  // BF16 on CUDA, F32 on the CPU
   EXPECT_DOUBLE_EQ(r->kv_bytes_per_position, 6 * 2 * 128 * kv_element);
   ASSERT_EQ(r->decode.size(), 2u);
   for (const DecodeSpeed& d : r->decode) {
@@ -47,7 +47,7 @@ TEST(SpeedTest, FiguresAgreeWithTheBytesReadOnTheCpu) {
 TEST(SpeedTest, FiguresAgreeWithTheBytesReadOnTheGpu) {
   auto engine = testing::load_default_engine(512, 0, "auto");
   ASSERT_TRUE(engine);
-  if (engine->backend_name().rfind("cuda", 0) != 0) GTEST_SKIP() << "no GPU (backend " << engine->backend_name() << ")";
+  if (!testing::on_gpu(*engine)) GTEST_SKIP() << "no GPU (backend " << engine->backend_name() << ")";
   expect_consistent_figures(*engine);
 }
 

@@ -41,9 +41,13 @@ ldd "$H" | grep "not found" | tee -a "$LOG"  # nothing, or what the pack still l
 run helium_bench 300 "$H" bench --model bench/configs/qwen3-8b --load-format dummy --device cuda --offline \
   --json "$OUT/helium_bench.json"
 PROMPT='def fibonacci(n):'
-run helium_run_cuda 60 "$H" run --device cuda --offline --model "$MODEL" -p "$PROMPT" -n 64 --temp 0
-"$H" run --device cuda --offline --model "$MODEL" -p "$PROMPT" -n 64 --temp 0 --show-ids >/dev/null 2>/tmp/ids_cuda.txt
-"$H" run --device cpu --offline --model "$MODEL" -p "$PROMPT" -n 64 --temp 0 --show-ids >/dev/null 2>/tmp/ids_cpu.txt
+# One greedy run a device: the text into the log, the ids (--show-ids, on stderr) kept apart for the comparison.
+for device in cuda cpu; do
+  echo "=== helium_run_$device" | tee -a "$LOG"
+  timeout 60 "$H" run --device "$device" --offline --model "$MODEL" -p "$PROMPT" -n 64 --temp 0 --show-ids \
+    >>"$LOG" 2>"/tmp/ids_$device.txt"
+  echo "=== helium_run_$device: exit $?" | tee -a "$LOG"
+done
 if ! grep -q "^generated ids" /tmp/ids_cuda.txt || ! grep -q "^generated ids" /tmp/ids_cpu.txt; then
   echo "helium run: FAILED to generate on CUDA or the CPU" | tee -a "$LOG"
   cat /tmp/ids_cuda.txt /tmp/ids_cpu.txt >>"$LOG"
