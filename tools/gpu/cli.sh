@@ -4,7 +4,8 @@
 # with the embedded model, and `helium serve --device cuda` answering real HTTP requests (OpenAI chat, streamed
 # and not, Anthropic messages, a malformed body) and still healthy after them. Logs and JSON under $OUT.
 #
-# The helium binary does not fit beside check.sh's binaries in one carried tree (64 MiB), so it travels alone:
+# The helium binary with the libraries it links does not fit beside check.sh's binaries in one carried tree
+# (64 MiB), so it travels alone:
 #   here:  tools/gpu/cli.sh pack          (after building the helium target in build/gpu)
 #   there: tools/gpu/cli.sh run           (carry .gpu-bin/cli.tar.xz)
 set -u
