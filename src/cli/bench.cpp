@@ -70,6 +70,7 @@ void add_bench_command(CLI::App& app, BenchOptions& o) {
   bench->add_option("-t,--threads", o.threads, "CPU threads (0 = all)")->check(CLI::NonNegativeNumber);
   bench->add_option("--load-format", o.load_format, "weights, or dummy: random weights of the config's shapes")
       ->check(CLI::IsMember({"weights", "dummy"}));
+  add_pipeline_option(bench, o.pipeline);
   bench->add_option("--contexts", o.contexts, "Contexts to decode at, comma-separated (default: 1024,8192,32768 on a GPU, 128,1024 on the CPU)");
   bench->add_option("--tokens", o.tokens, "Tokens generated per decode run (default: 512 on a GPU, 64 on the CPU)")->check(CLI::Range(2, 1 << 20));
   bench->add_option("--prefill", o.prefill, "Prompt tokens of the prefill test, 0 for none (default: 4096 on a GPU, 512 on the CPU)")->check(CLI::NonNegativeNumber);
@@ -100,6 +101,7 @@ int bench_command(const BenchOptions& o) {
   eo.device = o.device;
   eo.threads = o.threads;
   eo.load_format = o.load_format == "dummy" ? LoadFormat::Dummy : LoadFormat::Weights;
+  eo.pipeline = pipeline_choice(o.pipeline);
   eo.prompt_cache_sequences = 0;
   eo.text = false;  // ids only: a config with --load-format dummy needs no tokenizer
   const std::string name = o.model.empty() ? default_model_path() : o.model;
@@ -124,7 +126,7 @@ int bench_command(const BenchOptions& o) {
   std::printf("model   %s (%s, %.2f B parameters, %s weights%s)\n", model_name.c_str(), e.model().info().family.c_str(),
               static_cast<double>(e.model().info().parameters) / 1e9, e.model().info().weight_dtype.c_str(),
               o.load_format == "dummy" ? ", dummy" : "");
-  std::printf("device  %s\n", e.backend_name().c_str());
+  std::printf("device  %s (greedy steps %s)\n", e.backend_name().c_str(), e.pipelined() ? "pipelined" : "waited on");
   std::fflush(stdout);
   auto measured = run_speed_test(e, so, [](const std::string& line) {
     std::printf("%s\n", line.c_str());
@@ -139,7 +141,7 @@ int bench_command(const BenchOptions& o) {
   report::OrderedJson result = {
       {"model", {{"name", model_name}, {"family", e.model().info().family}, {"parameters", e.model().info().parameters},
                  {"weight_dtype", e.model().info().weight_dtype}, {"load_format", o.load_format}}},
-      {"device", {{"name", e.backend_name()}}},
+      {"device", {{"name", e.backend_name()}, {"pipelined", e.pipelined()}}},
       {"bandwidth", {{"gb_per_s", r.bandwidth.bytes_per_second / 1e9}, {"method", r.bandwidth.method}}},
       {"bytes_per_token", {{"weights", r.weight_bytes_per_token}, {"kv_per_position", r.kv_bytes_per_position}}},
       {"runs", so.runs},

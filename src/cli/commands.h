@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct RunOptions {
   int64_t context = 0;
   std::string device = "auto";
   std::string load_format = "weights";
+  std::string pipeline = "auto";  // --pipeline: see add_pipeline_option
   bool show_ids = false;
   bool offline = false;  // never touch the network (also HF_HUB_OFFLINE=1)
 };
@@ -84,6 +86,7 @@ struct ServeOptions {
   bool clamp_max_tokens = false;
   int prompt_cache_sequences = 4;
   std::string load_format = "weights";
+  std::string pipeline = "auto";
 };
 
 struct BenchOptions {
@@ -91,6 +94,7 @@ struct BenchOptions {
   std::string device = "auto";
   int threads = 0;
   std::string load_format = "weights";
+  std::string pipeline = "auto";
   bool offline = false;
   std::string contexts;   // comma-separated; empty: the device's default
   int64_t tokens = 0;     // 0: the device's default
@@ -119,6 +123,11 @@ int run_command(const RunOptions& options);
 int info_command(const InfoOptions& options);
 void add_serve_command(CLI::App& app, ServeOptions& options);
 int serve_command(const ServeOptions& options);
+
+// --pipeline auto|on|off: whether plain greedy steps are queued one ahead of the host (EngineOptions::pipeline;
+// auto: where the backend queues its work, i.e. on CUDA). Off is for comparing the two loops: same tokens.
+void add_pipeline_option(CLI::App* command, std::string& value);
+std::optional<bool> pipeline_choice(const std::string& value);
 
 // The model used when none is named: the embedded default in the source tree.
 std::string default_model_path();

@@ -149,6 +149,7 @@ void add_launch_commands(CLI::App& app, LaunchOptions& o) {
     command->add_flag("--offline", o.serve.offline, "Never touch the network: use the Hugging Face cache only");
     command->add_option("--load-format", o.serve.load_format, "weights, or dummy: random weights of the config's shapes")
         ->check(CLI::IsMember({"weights", "dummy"}));
+    add_pipeline_option(command, o.serve.pipeline);
     command->add_flag("--dry-run", o.dry_run,
                       "Print what would be run (files, environment, command line; the key hidden) and start nothing");
     command->footer("Arguments after the options (or after --) go to " + std::string(agent.binary) +

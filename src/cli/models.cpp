@@ -54,6 +54,17 @@ Result<ResolvedModel> resolve_model_for_cli(const std::string& name, bool offlin
   return resolve_model(name, cli_resolve_options(catalog, offline));
 }
 
+void add_pipeline_option(CLI::App* command, std::string& value) {
+  command->add_option("--pipeline", value, "Queue each greedy step before the last one's tokens are back: auto (on a GPU), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+}
+
+std::optional<bool> pipeline_choice(const std::string& value) {
+  if (value == "on") return true;
+  if (value == "off") return false;
+  return std::nullopt;
+}
+
 namespace {
 
 std::string format_count(int64_t n) {

@@ -55,6 +55,7 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--load-format", o.load_format,
                   "weights: read the checkpoint; dummy: deterministic random weights of the config's shapes")
       ->check(CLI::IsMember({"weights", "dummy"}));
+  add_pipeline_option(run, o.pipeline);
   run->add_flag("--show-ids", o.show_ids, "Print the prompt and generated token ids to stderr");
 }
 
@@ -62,6 +63,7 @@ int run_command(const RunOptions& o) {
   EngineOptions eo;
   eo.device = o.device;
   eo.load_format = o.load_format == "dummy" ? LoadFormat::Dummy : LoadFormat::Weights;
+  eo.pipeline = pipeline_choice(o.pipeline);
   eo.threads = o.threads;
   eo.context = o.context;
   auto resolved = resolve_model_for_cli(o.model.empty() ? default_model_path() : o.model, o.offline);

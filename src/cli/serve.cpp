@@ -104,6 +104,7 @@ void add_serve_command(CLI::App& app, ServeOptions& o) {
   serve->add_option("--load-format", o.load_format,
                     "weights: read the checkpoint; dummy: deterministic random weights of the config's shapes")
       ->check(CLI::IsMember({"weights", "dummy"}));
+  add_pipeline_option(serve, o.pipeline);
 }
 
 int serve_command(const ServeOptions& o) {

@@ -191,7 +191,26 @@ TEST(Cli, BenchPrintsFiguresBesideTheCeilingAndWritesJson) {
   EXPECT_GT(j["prefill"]["tok_s"].get<double>(), 0);
   EXPECT_GT(j["bandwidth"]["gb_per_s"].get<double>(), 0);
   EXPECT_GT(j["machine"]["logical_cpus"].get<int>(), 0);
+  EXPECT_EQ(j["device"]["pipelined"], false);  // greedy steps are queued ahead by default on a GPU only
+  EXPECT_NE(o.out.find("(greedy steps waited on)"), std::string::npos) << o.out;
   std::remove(json_path.c_str());
+}
+
+// --pipeline on|off chooses the greedy loop (auto: pipelined on a GPU); the tokens are the same either way.
+TEST(Cli, PipelineSwitchKeepsTheTokens) {
+  Output on = helium("run -p 'def add(a, b):' -n 24 --temp 0 --show-ids -t 2 --pipeline on");
+  Output off = helium("run -p 'def add(a, b):' -n 24 --temp 0 --show-ids -t 2 --pipeline off");
+  ASSERT_EQ(on.code, 0) << on.err;
+  ASSERT_EQ(off.code, 0) << off.err;
+  EXPECT_FALSE(ids_after(on.err, "generated ids:").empty()) << on.err;
+  EXPECT_EQ(ids_after(on.err, "generated ids:"), ids_after(off.err, "generated ids:"));
+  EXPECT_EQ(on.out, off.out);
+  Output bench = helium("bench --device cpu -t 2 --contexts 16 --tokens 4 --prefill 0 --runs 1 --pipeline on");
+  ASSERT_EQ(bench.code, 0) << bench.err;
+  EXPECT_NE(bench.out.find("(greedy steps pipelined)"), std::string::npos) << bench.out;
+  Output bad = helium("run -p hi --pipeline maybe");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--pipeline"), std::string::npos) << bad.err;
 }
 
 // `--load-format dummy` from a config alone (no weights, no tokenizer): bench measures it, since it needs

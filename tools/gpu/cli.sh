@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The user-facing commands on the GPU, in one call: `helium bench` (the engine's own loop, pipelined greedy decode
-# as it runs by default with CUDA) on the Qwen3-8B shape with dummy weights, `helium run` on CUDA and on the CPU
-# with the embedded model, and `helium serve --device cuda` answering real HTTP requests (OpenAI chat, streamed
-# and not, Anthropic messages, a malformed body) and still healthy after them. Logs and JSON under $OUT.
+# as it runs by default with CUDA) on the Qwen3-8B shape with dummy weights (and at 1K with --pipeline off and on),
+# `helium run` on CUDA and on the CPU with the embedded model, and `helium serve --device cuda` answering real HTTP
+# requests (OpenAI chat, streamed and not, Anthropic messages, a malformed body) and still healthy after them.
+# Logs and JSON under $OUT.
 #
 # The helium binary with the libraries it links does not fit beside check.sh's binaries in one carried tree
 # (64 MiB), so it travels alone:
@@ -41,6 +42,11 @@ ldd "$H" | grep "not found" | tee -a "$LOG"  # nothing, or what the pack still l
 
 run helium_bench 300 "$H" bench --model bench/configs/qwen3-8b --load-format dummy --device cuda --offline \
   --json "$OUT/helium_bench.json"
+# The two greedy loops at 1K, back to back (the tuning cached by the run above): --pipeline off, then on.
+for p in off on; do
+  run "helium_bench_pipeline_$p" 120 "$H" bench --model bench/configs/qwen3-8b --load-format dummy --device cuda \
+    --offline --contexts 1024 --tokens 256 --runs 1 --prefill 0 --pipeline "$p"
+done
 PROMPT='def fibonacci(n):'
 # One greedy run a device: the text into the log, the ids (--show-ids, on stderr) kept apart for the comparison.
 for device in cuda cpu; do
