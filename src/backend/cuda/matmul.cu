@@ -1853,20 +1853,29 @@ XsKernel pick_xs_stages(int stages, size_t& smem) {
   }
   return nullptr;
 }
+// Row groups of 8 take one tile group a block only.
+template <int RG, int W>
+XsKernel pick_xs_groups(int groups, int stages, size_t& smem) {
+  switch (groups) {
+    case 1: return pick_xs_stages<RG, W, 1>(stages, smem);
+    case 2: if constexpr (RG == 16) return pick_xs_stages<RG, W, 2>(stages, smem); break;
+    case 4: if constexpr (RG == 16) return pick_xs_stages<RG, W, 4>(stages, smem); break;
+  }
+  return nullptr;
+}
+template <int RG>
+XsKernel pick_xs_warps(int warps, int groups, int stages, size_t& smem) {
+  switch (warps) {
+    case 1: return pick_xs_groups<RG, 1>(groups, stages, smem);
+    case 2: return pick_xs_groups<RG, 2>(groups, stages, smem);
+    case 4: return pick_xs_groups<RG, 4>(groups, stages, smem);
+  }
+  return nullptr;
+}
 XsKernel pick_xs_kernel(int row_group, int warps, int groups, int stages, size_t& smem) {
-  switch ((row_group * 16 + warps) * 8 + groups) {
-    case (8 * 16 + 1) * 8 + 1: return pick_xs_stages<8, 1, 1>(stages, smem);
-    case (8 * 16 + 2) * 8 + 1: return pick_xs_stages<8, 2, 1>(stages, smem);
-    case (8 * 16 + 4) * 8 + 1: return pick_xs_stages<8, 4, 1>(stages, smem);
-    case (16 * 16 + 1) * 8 + 1: return pick_xs_stages<16, 1, 1>(stages, smem);
-    case (16 * 16 + 2) * 8 + 1: return pick_xs_stages<16, 2, 1>(stages, smem);
-    case (16 * 16 + 4) * 8 + 1: return pick_xs_stages<16, 4, 1>(stages, smem);
-    case (16 * 16 + 1) * 8 + 2: return pick_xs_stages<16, 1, 2>(stages, smem);
-    case (16 * 16 + 2) * 8 + 2: return pick_xs_stages<16, 2, 2>(stages, smem);
-    case (16 * 16 + 4) * 8 + 2: return pick_xs_stages<16, 4, 2>(stages, smem);
-    case (16 * 16 + 1) * 8 + 4: return pick_xs_stages<16, 1, 4>(stages, smem);
-    case (16 * 16 + 2) * 8 + 4: return pick_xs_stages<16, 2, 4>(stages, smem);
-    case (16 * 16 + 4) * 8 + 4: return pick_xs_stages<16, 4, 4>(stages, smem);
+  switch (row_group) {
+    case 8: return pick_xs_warps<8>(warps, groups, stages, smem);
+    case 16: return pick_xs_warps<16>(warps, groups, stages, smem);
   }
   return nullptr;
 }
