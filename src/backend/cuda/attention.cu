@@ -67,7 +67,9 @@ constexpr int kGenericDimsPerThread = kGenericMaxHeadDim / kGenericThreads;
 // qk_norm_rope_kv_write would read. Each block normalises and rotates its own query heads; a key written
 // this step (the step's own rows, AttentionLayout) is computed from k and v by every block that reads it
 // instead of being loaded from the cache, and block (part 0, first head pass) of each row writes the row's
-// K/V of its KV head into the cache. With `merge`, the last of a (row, head group)'s partition blocks to
+// K/V of its KV head into the cache. Everything the prologue reads that is not the projection's output (norm
+// weights, the row's rotary angles) is read before the kernel's wait; after it, one batch of asynchronous
+// copies brings the block's query heads and its own keys' k and v, and the rest is shared-memory work. With `merge`, the last of a (row, head group)'s partition blocks to
 // finish merges the group's partials (a counter per group in `counters`, reset by that block).
 struct FusedPrologue {
   const float* k = nullptr;  // (rows, n_kv_heads * head_dim) as the projection wrote it
@@ -83,6 +85,9 @@ struct FusedPrologue {
   int half = 0;                        // rot_dim / 2
   float rope_scaling = 1.0f;
   int* counters = nullptr;  // (rows, gridDim.x): partitions finished, zero between launches
+  // The most keys a block computes itself (the step's own keys in its partition, and the row's K/V for the
+  // block that writes them): rows + 1. Their floats live past DecodeTraits::kOwnOffset in shared memory.
+  int own_slots = 0;
   bool merge = false;
   bool early_trigger = false;  // pdl_launch_dependents at the start (else once the K/V are consumed)
 };
@@ -351,13 +356,16 @@ struct DecodeTraits {
   static constexpr size_t kScoreBytes = std::max(size_t{kPartKeys} * kGroup, kFused ? size_t{kGroup} * kHeadDim : 0) * 4;
   static constexpr size_t kSlotBytes = size_t{kPartKeys} * 8;
   static constexpr size_t kMlBytes = 2 * kGroup * 4;
-  // kFused: each batch row's k scale, the query heads' scales (8 at most), the merge flag.
-  static constexpr size_t kFusedBytes = kFused ? size_t{kMaxDecodeRows} * 4 + 8 * 4 + 16 : 0;
+  // kFused: the writer row of each of the block's own keys (kMaxDecodeRows + 1 at most), their count, the
+  // slot of the row's K/V, the merge flag.
+  static constexpr size_t kFusedBytes = kFused ? size_t{kMaxDecodeRows + 4} * 4 : 0;
   static constexpr size_t kFixedBytes = kScoreBytes + kSlotBytes + kMlBytes + kFusedBytes;
   static constexpr int kStages =
       kWide ? std::min<int>(6, static_cast<int>((kWideBlockBytes - kFixedBytes) / kStageBytes)) : 5;
   static constexpr size_t kRingBytes = size_t{kStages} * kStageBytes;
   static constexpr size_t kSmemBytes = kRingBytes + kFixedBytes;
+  // kFused: the own keys' floats (fused_own_bytes) from here, 16-byte aligned for the copies that fill them.
+  static constexpr size_t kOwnOffset = (kSmemBytes + 15) / 16 * 16;
   // The lane groups' accumulators (s_red, in the drained ring), and after them the block's partition
   // accumulators when its cluster merges (s_pacc, merge_in_cluster): whether both fit the ring.
   static constexpr size_t kRedBytes = size_t{kKeySlots} * kGroup * kHeadDim * 4;
@@ -549,44 +557,156 @@ __device__ __noinline__ void merge_in_cluster(float* out_rows, __nv_bfloat16* ou
 #endif
 }
 
-// A key of this step, one 16-byte piece (kVec elements from d0) of its K (normalised and rotated) or V,
-// computed from x, the projection's output of the writer's head, and rounded to the cache's dtype. Called
-// from issue_chunk's loop over the step's own keys only, not from its unrolled piece loop: inlined there
-// (with sincosf's slow path) it multiplied the kernel's code and registers.
-template <typename T>
-__device__ __forceinline__ void fresh_piece(const float* x, int d0, bool is_v, const void* k_norm, DType norm_dtype,
-                                         float scale, float pos, const float* inv_freq, int half, float scaling, T* dst) {
-  constexpr int kVec = CacheElem<T>::kPer16Bytes;
-  float f[kVec];
+// The fused prologue (kFused, FusedPrologue). A block's own keys — the keys of its partition this step writes,
+// and for the block that writes them the row's K/V — are computed once into shared memory, slot s holding
+// K (normalised and rotated) at s_own + 2 s · kHeadDim and V after it, as floats.
+size_t fused_own_bytes(int slots, int head_dim) { return size_t(slots) * 2 * head_dim * sizeof(float); }
+
+// What a lane holds from before the kernel's wait: the norm weights of its elements d = lane + 32 j, and
+// cos and sin (rope_angle) of its pairs i = lane + 32 k < half at the row's position.
+template <int kHeadDim>
+struct FusedLanes {
+  static constexpr int kE = (kHeadDim + 31) / 32;
+  static constexpr int kP = (kHeadDim / 2 + 31) / 32;
+  float wq[kE], wk[kE];
+  float c[kP], s[kP];
+
+  __device__ __forceinline__ void load(const FusedPrologue& f, int row) {
+    const int lane = static_cast<int>(threadIdx.x & 31);
 #pragma unroll
-  for (int e = 0; e < kVec; ++e)
-    f[e] = is_v ? x[d0 + e] : norm_rope_element(x, d0 + e, k_norm, norm_dtype, scale, pos, inv_freq, half, scaling);
+    for (int j = 0; j < kE; ++j) {
+      const int d = lane + 32 * j;
+      const bool load = f.q_norm != nullptr && d < kHeadDim;
+      wq[j] = load ? load_as_f32(f.q_norm, d, f.norm_dtype) : 0.0f;
+      wk[j] = load ? load_as_f32(f.k_norm, d, f.norm_dtype) : 0.0f;
+    }
+    angles(f, row, c, s);
+  }
+  __device__ __forceinline__ static void angles(const FusedPrologue& f, int row, float (&c)[kP], float (&s)[kP]) {
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    const float pos = static_cast<float>(f.positions[row]);
+#pragma unroll
+    for (int k = 0; k < kP; ++k) {
+      const int i = lane + 32 * k;
+      c[k] = s[k] = 0.0f;
+      if (i < f.half) rope_angle(pos, f.inv_freq[i], f.rope_scaling, c[k], s[k]);
+    }
+  }
+};
+
+// One head in shared memory (h, kHeadDim floats as the projection wrote them), in place, by one warp: RMSNorm
+// (with weights w) when `normed`, then NeoX RoPE of the pairs (i, i + half) by the angles c, s — qk_norm_rope_kv_write's
+// arithmetic (rms_scale_of_partials' tree, rms_apply, rope_rotate), so the same bits.
+template <int kHeadDim>
+__device__ __forceinline__ void norm_rope_head(float* h, bool normed, const float (&w)[FusedLanes<kHeadDim>::kE], float eps,
+                                               int half, const float (&c)[FusedLanes<kHeadDim>::kP],
+                                               const float (&s)[FusedLanes<kHeadDim>::kP]) {
+  using L = FusedLanes<kHeadDim>;
+  static_assert(kHeadDim <= kRmsLanes);  // one partial a virtual thread: x[v]², as rms_partial gives it
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  if (normed) {
+    float x[L::kE];
+    float p[kRmsLanes / 32];
+#pragma unroll
+    for (int t = 0; t < kRmsLanes / 32; ++t) p[t] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < L::kE; ++j) {
+      const bool in = lane + 32 * j < kHeadDim;
+      x[j] = in ? h[lane + 32 * j] : 0.0f;
+      if (in) p[j] = __fmaf_rn(x[j], x[j], 0.0f);
+    }
+    const float scale = rms_scale_of_partials(p, kHeadDim, eps);
+#pragma unroll
+    for (int j = 0; j < L::kE; ++j)
+      if (lane + 32 * j < kHeadDim) h[lane + 32 * j] = rms_apply(x[j], scale, w[j], false);
+    __syncwarp();
+  }
+#pragma unroll
+  for (int k = 0; k < L::kP; ++k) {
+    const int i = lane + 32 * k;
+    if (i < half) {
+      float a = h[i], b = h[i + half];
+      rope_rotate(a, b, c[k], s[k]);
+      h[i] = a;
+      h[i + half] = b;
+    }
+  }
+  __syncwarp();
+}
+
+// After the kernel's wait: the block's q_heads query heads (from head0) into s_q and its n_own own keys' k and
+// v into their slots, in one batch of 16-byte asynchronous copies (every earlier copy group completes with
+// them), then a warp a head normalises and rotates them in place. Ends with a barrier.
+template <int kHeadDim>
+__device__ __forceinline__ void fused_prologue(const AttentionArgs& a, const FusedLanes<kHeadDim>& lanes, int row,
+                                               int head0, int kv_head, int q_heads, float* s_q, float* s_own,
+                                               const int* s_own_writer, int n_own) {
+  constexpr int kPieces = kHeadDim / 4;  // 16-byte pieces of a head
+  static_assert(kHeadDim % 4 == 0);
+  const FusedPrologue& f = a.fused;
+  const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * kHeadDim;
+  const int q_pieces = q_heads * kPieces, total = q_pieces + n_own * 2 * kPieces;
+  const float* q = a.q + (static_cast<int64_t>(row) * a.n_heads + head0) * kHeadDim;
+  for (int p = threadIdx.x; p < total; p += kDecodeThreads) {
+    if (p < q_pieces) {
+      cp_async_16(s_q + 4 * p, q + 4 * p, true);
+    } else {
+      const int o = p - q_pieces, slot = o / (2 * kPieces), within = o % (2 * kPieces);
+      const bool is_v = within >= kPieces;
+      const int e = 4 * (within - (is_v ? kPieces : 0));
+      const float* src = (is_v ? f.v : f.k) + s_own_writer[slot] * kv_dim + static_cast<int64_t>(kv_head) * kHeadDim;
+      cp_async_16(s_own + (2 * slot + (is_v ? 1 : 0)) * kHeadDim + e, src + e, true);
+    }
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const bool normed = f.q_norm != nullptr;
+  for (int t = warp; t < q_heads + n_own; t += kDecodeThreads / 32) {
+    const bool is_q = t < q_heads;
+    float* h = is_q ? s_q + t * kHeadDim : s_own + 2 * (t - q_heads) * kHeadDim;
+    float w[FusedLanes<kHeadDim>::kE];
+#pragma unroll
+    for (int j = 0; j < FusedLanes<kHeadDim>::kE; ++j) w[j] = is_q ? lanes.wq[j] : lanes.wk[j];
+    const int writer = is_q ? row : s_own_writer[t - q_heads];
+    if (writer == row) {
+      norm_rope_head<kHeadDim>(h, normed, w, f.eps, f.half, lanes.c, lanes.s);
+    } else {  // another row's key (a prompt chunk's, a tree's): its own angles
+      float c[FusedLanes<kHeadDim>::kP], s[FusedLanes<kHeadDim>::kP];
+      FusedLanes<kHeadDim>::angles(f, writer, c, s);
+      norm_rope_head<kHeadDim>(h, normed, w, f.eps, f.half, c, s);
+    }
+  }
+  __syncthreads();
+}
+
+// One 16-byte piece of an own key's K or V (x: kVec floats in its slot) into a ring stage, rounded to the
+// cache's dtype as store_cache rounds it: the bits the cache gets.
+template <typename T>
+__device__ __forceinline__ void own_piece(const float* x, T* dst) {
   if constexpr (sizeof(T) == 2) {
     uint32_t w[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = pack_bf16x2(f[2 * i], f[2 * i + 1]);
+    for (int i = 0; i < 4; ++i) w[i] = pack_bf16x2(x[2 * i], x[2 * i + 1]);
     *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
   } else {
-    *reinterpret_cast<float4*>(dst) = make_float4(f[0], f[1], f[2], f[3]);
+    *reinterpret_cast<float4*>(dst) = make_float4(x[0], x[1], x[2], x[3]);
   }
 }
 
-// kFused: block (part 0, first head pass) of each row writes the row's K/V of its KV head into the cache
-// (the prologue's values with store_cache's rounding: what qk_norm_rope_kv_write stores).
+// The block (part 0, first head pass) of each row writes the row's K/V of its KV head (own: its slot) into
+// the cache, with store_cache's rounding: what qk_norm_rope_kv_write stores.
 template <typename T, int kHeadDim>
-__device__ __forceinline__ void write_row_kv(const AttentionArgs& a, int row, int kv_head, float k_scale) {
+__device__ __forceinline__ void write_own_kv(const AttentionArgs& a, int row, int kv_head, const float* own) {
   const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * kHeadDim;
-  const int64_t src = row * kv_dim + static_cast<int64_t>(kv_head) * kHeadDim;
   const int64_t slot = a.write_slots[row];
   require(slot >= 0 && slot < a.cache_slots);
   const int64_t dst = slot * kv_dim + static_cast<int64_t>(kv_head) * kHeadDim;
-  const float pos = static_cast<float>(a.fused.positions[row]);
   constexpr bool kBf16 = sizeof(T) == 2;
   for (int d = threadIdx.x; d < kHeadDim; d += kDecodeThreads) {
-    store_cache(a.fused.k_cache, kBf16, dst + d,
-                norm_rope_element(a.fused.k + src, d, a.fused.k_norm, a.fused.norm_dtype, k_scale, pos, a.fused.inv_freq,
-                                  a.fused.half, a.fused.rope_scaling));
-    store_cache(a.fused.v_cache, kBf16, dst + d, a.fused.v[src + d]);
+    store_cache(a.fused.k_cache, kBf16, dst + d, own[d]);
+    store_cache(a.fused.v_cache, kBf16, dst + d, own[kHeadDim + d]);
   }
 }
 
@@ -604,10 +724,11 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
   int64_t* s_offset = reinterpret_cast<int64_t*>(smem + Tr::kRingBytes + Tr::kScoreBytes);  // [key]
   float* s_m = reinterpret_cast<float*>(smem + Tr::kRingBytes + Tr::kScoreBytes + Tr::kSlotBytes);
   float* s_l = s_m + kGroup;
-  // kFused: each batch row's k scale (the rows whose keys this block computes), the query heads' scales.
-  float* s_kscale = s_l + kGroup;             // [kMaxDecodeRows]
-  float* s_qscale = s_kscale + kMaxDecodeRows;  // [8]
-  int* s_flag = reinterpret_cast<int*>(s_qscale + 8);
+  // kFused: the own keys' writer rows, then their count, the row's K/V slot and the merge flag (s_meta); the
+  // own keys' floats (fused_own_bytes).
+  int* s_own_writer = reinterpret_cast<int*>(s_l + kGroup);  // [kMaxDecodeRows + 1]
+  int* s_meta = s_own_writer + kMaxDecodeRows + 1;
+  float* s_own = reinterpret_cast<float*>(smem + Tr::kOwnOffset);
 
   // Head groups vary fastest in the grid: the blocks resident together read all the KV heads of the same
   // keys, so each key's whole K (and V) row of the cache (n_kv_heads · head_dim values) is fetched at about
@@ -626,18 +747,14 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
   if (p0 >= rk.n_keys) {  // past this row's keys: the grid covers layout.max_keys
     if constexpr (kFused) {
       if (part == 0) {  // a row without keys: its K/V still go into the cache, and its output is zeros
+        FusedLanes<kHeadDim> lanes;
+        lanes.load(a.fused, row);
+        if (tid == 0) s_own_writer[0] = row;
+        __syncthreads();
         pdl_wait();
         if (writes_kv) {
-          if (tid < 32) {
-            const float scale = a.fused.k_norm == nullptr
-                                    ? 0.0f
-                                    : rms_scale_warp_of(a.fused.k + static_cast<int64_t>(row) * a.n_kv_heads * kHeadDim +
-                                                            static_cast<int64_t>(kv_head) * kHeadDim,
-                                                        kHeadDim, a.fused.eps);
-            if (tid == 0) s_kscale[row] = scale;
-          }
-          __syncthreads();
-          write_row_kv<T, kHeadDim>(a, row, kv_head, s_kscale[row]);
+          fused_prologue<kHeadDim>(a, lanes, row, head0, kv_head, 0, s_score, s_own, s_own_writer, 1);
+          write_own_kv<T, kHeadDim>(a, row, kv_head, s_own);
         }
         float* out = a.out + (static_cast<int64_t>(row) * a.n_heads + head0) * kHeadDim;
         for (int o = tid; o < kGroup * kHeadDim; o += kDecodeThreads) out[o] = 0.0f;
@@ -663,6 +780,32 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
     s_offset[i] = writer >= 0 ? -1 - writer : slot * kv_dim + kv_head * kHeadDim;
   }
   __syncthreads();  // s_offset
+  // kFused: the keys that may be the step's own, [fresh0, n).
+  const int fresh0 = kFused ? max(0, min(n, rk.n_prefix - a.rows - p0)) : n;
+  [[maybe_unused]] FusedLanes<kHeadDim> lanes;
+  if constexpr (kFused) {
+    // A slot for each own key (its s_offset becomes -1 - slot) and, for the block that writes the row's K/V,
+    // one for the row unless its key is among them.
+    if (tid == 0) {
+      int n_own = 0, kv_slot = -1;
+      for (int i = fresh0; i < n; ++i) {
+        if (s_offset[i] >= 0) continue;
+        const int writer = static_cast<int>(-1 - s_offset[i]);
+        if (writer == row) kv_slot = n_own;
+        s_own_writer[n_own] = writer;
+        s_offset[i] = -1 - n_own++;
+      }
+      if (writes_kv && kv_slot < 0) {
+        s_own_writer[n_own] = row;
+        kv_slot = n_own++;
+      }
+      require(n_own <= a.fused.own_slots);
+      s_meta[0] = n_own;
+      s_meta[1] = kv_slot;
+    }
+    lanes.load(a.fused, row);
+    __syncthreads();
+  }
   attention_stamp(a, 1);
   // Keys [0, stable) of the partition were written by earlier steps (AttentionLayout: a step writes only the
   // last `rows` positions of a prefix, and tree slots), so with early_kv the first chunks' pieces of them are
@@ -670,8 +813,6 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
   // kFused instead loads every key but the step's own (which no kernel has written yet) before the wait,
   // telling them apart by s_offset's sign; `stable` is then unused.
   const int stable = a.early_kv ? max(0, min(n, rk.n_prefix - a.rows - p0)) : 0;
-  // kFused: the keys that may be the step's own, [fresh0, n).
-  const int fresh0 = kFused ? max(0, min(n, rk.n_prefix - a.rows - p0)) : n;
 
   const int lane_k = tid % Tr::kLanesPerKey, key_group = tid / Tr::kLanesPerKey;
 
@@ -710,19 +851,17 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
       }
     }
     if constexpr (kFused) {
-      // The pieces of the step's own keys among the chunk's (all in [fresh0, n)), computed into the stage
-      // with plain shared stores (no commit group of their own).
+      // The pieces of the step's own keys among the chunk's (all in [fresh0, n)), copied into the stage from
+      // their slots (fused_prologue computed them) with plain shared stores (no commit group of their own).
       const int first = max(key0, fresh0), last = min(key0 + Tr::kChunkKeys, n);
       if (which == kStable || first >= last) return;
       for (int piece = tid; piece < (last - first) * Tr::kPiecesPerKey; piece += kDecodeThreads) {
         const int key = first + piece / Tr::kPiecesPerKey, pc = piece % Tr::kPiecesPerKey;
         const int64_t offset = s_offset[key];
         if (offset >= 0) continue;
-        const int writer = static_cast<int>(-1 - offset);
-        const float* x = (is_v ? a.fused.v : a.fused.k) + writer * kv_dim + static_cast<int64_t>(kv_head) * kHeadDim;
-        fresh_piece<T>(x, pc * Tr::kVec, is_v, a.fused.k_norm, a.fused.norm_dtype, s_kscale[writer],
-                       static_cast<float>(a.fused.positions[writer]), a.fused.inv_freq, a.fused.half,
-                       a.fused.rope_scaling, stage + (key - key0) * kHeadDim + pc * Tr::kVec);
+        const int slot = static_cast<int>(-1 - offset);
+        own_piece<T>(s_own + (2 * slot + (is_v ? 1 : 0)) * kHeadDim + pc * Tr::kVec,
+                     stage + (key - key0) * kHeadDim + pc * Tr::kVec);
       }
     }
   };
@@ -737,40 +876,8 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
   attention_stamp(a, 2);
   float* s_q = s_score;  // kFused: the block's query heads, normalised and rotated (before any score)
   if constexpr (kFused) {
-    // The RMS scales this block needs, a warp each: its query heads', then those of the rows whose keys
-    // it computes (and, for the block that writes them, the row's own).
-    const int warp = tid / 32;
-    const bool normed = a.fused.q_norm != nullptr;
-    const int q_tasks = normed ? kGroup : 0;
-    const int tasks = normed ? q_tasks + (n - fresh0) + (writes_kv ? 1 : 0) : 0;
-    for (int t = warp; t < tasks; t += kDecodeThreads / 32) {
-      if (t < q_tasks) {
-        const float scale = rms_scale_warp_of(a.q + (static_cast<int64_t>(row) * a.n_heads + head0 + t) * kHeadDim,
-                                              kHeadDim, a.fused.eps);
-        if (tid % 32 == 0) s_qscale[t] = scale;
-        continue;
-      }
-      const int i = fresh0 + t - q_tasks;
-      int j = row;  // i == n: the row's own K/V, which this block writes
-      if (i < n) {
-        if (s_offset[i] >= 0) continue;
-        j = static_cast<int>(-1 - s_offset[i]);
-      }
-      const float scale =
-          rms_scale_warp_of(a.fused.k + static_cast<int64_t>(j) * kv_dim + static_cast<int64_t>(kv_head) * kHeadDim,
-                            kHeadDim, a.fused.eps);
-      if (tid % 32 == 0) s_kscale[j] = scale;
-    }
-    __syncthreads();
-    const float pos = static_cast<float>(a.fused.positions[row]);
-    for (int o = tid; o < kGroup * kHeadDim; o += kDecodeThreads) {
-      const int g = o / kHeadDim;
-      s_q[o] = norm_rope_element(a.q + (static_cast<int64_t>(row) * a.n_heads + head0 + g) * kHeadDim, o % kHeadDim,
-                                 a.fused.q_norm, a.fused.norm_dtype, normed ? s_qscale[g] : 0.0f, pos,
-                                 a.fused.inv_freq, a.fused.half, a.fused.rope_scaling);
-    }
-    if (writes_kv) write_row_kv<T, kHeadDim>(a, row, kv_head, normed ? s_kscale[row] : 0.0f);
-    __syncthreads();  // s_q
+    fused_prologue<kHeadDim>(a, lanes, row, head0, kv_head, kGroup, s_q, s_own, s_own_writer, s_meta[0]);
+    if (writes_kv) write_own_kv<T, kHeadDim>(a, row, kv_head, s_own + 2 * s_meta[1] * kHeadDim);
   }
 #pragma unroll
   for (int c = 0; c < Tr::kStages - 1; ++c) {
@@ -966,10 +1073,10 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
       int* counter = a.fused.counters + static_cast<int64_t>(row) * gridDim.x + blockIdx.x;
       const bool last = atomicAdd(counter, 1) == parts - 1;
       if (last) *counter = 0;
-      *s_flag = last;
+      s_meta[2] = last;
     }
     __syncthreads();
-    if (*s_flag == 0) return;
+    if (s_meta[2] == 0) return;
     __threadfence();
     merge_in_block<Tr, kHeadDim, kGroup>(a.partial_ml, a.partial_acc, a.out, a.n_heads, a.n_partitions, row, head0, parts,
                                          smem, s_score, s_m);
@@ -1514,7 +1621,8 @@ template <typename T, int kHeadDim, int kGroup, Ring kRing, bool kFused>
 void launch_decode_partition_ring(const Context& c, const AttentionArgs& a, int64_t blocks) {
   using Tr = DecodeTraits<T, kHeadDim, kGroup, kRing, kFused>;
   auto kernel = attention_decode_partition<T, kHeadDim, kGroup, kRing, kFused>;
-  const size_t smem = decode_block_smem(c, blocks, Tr::kSmemBytes);
+  const size_t need = kFused ? Tr::kOwnOffset + fused_own_bytes(a.fused.own_slots, kHeadDim) : Tr::kSmemBytes;
+  const size_t smem = decode_block_smem(c, blocks, need);
   HELIUM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const dim3 grid(a.n_kv_heads * (a.group / kGroup), a.n_partitions, a.rows);
   launch(c, kernel, grid, kDecodeThreads, smem, a);
@@ -1843,6 +1951,7 @@ bool attention_with_prologue(const Context& c, const Tensor& q, const Tensor& k,
   HELIUM_CUDA_REQUIRE(op, positions.numel() == rows && layout.write_slots.numel() >= rows &&
                               inv_freq.numel() == rope.rot_dim / 2);
   HELIUM_CUDA_REQUIRE(op, k.numel() == rows * kv_dim && v.numel() == rows * kv_dim);
+  if (!aligned16(k.data) || !aligned16(v.data)) return false;  // the blocks copy their heads in 16-byte pieces
   AttentionCall call = prepare_attention(c, q, k_cache, v_cache, shape, layout, out, during);
   if (!call.tuned) return false;
   // Every row's (row, head group) counter must exist: the grid's x extent is n_kv_heads · passes.
@@ -1871,6 +1980,7 @@ bool attention_with_prologue(const Context& c, const Tensor& q, const Tensor& k,
   f.half = rope.rot_dim / 2;
   f.rope_scaling = rope.attention_scaling;
   f.counters = c.attention_counters;
+  f.own_slots = static_cast<int>(rows) + 1;
   f.merge = a.n_partitions <= std::min(c.attention_fused_merge_max_partitions, fused_merge_max_partitions(decode_ring(c, a)));
   f.early_trigger = c.attention_fused_early_trigger;
   // The merge kernel writes o_proj's split (the merge in the fused kernel's last blocks does not).

@@ -73,16 +73,12 @@ __device__ __forceinline__ float rms_scale_warp(float* partial, int64_t dim, flo
   return rsqrtf(__fadd_rn(__fdiv_rn(sum, static_cast<float>(dim)), eps));
 }
 
-// rms_scale_warp's scale of x (dim values in global or shared memory; all 32 lanes call it) with the kRmsLanes
-// partials held in registers, kRmsLanes / 32 a lane (virtual thread v = lane + 32 t in slot t), instead of
-// shared memory: the same partials added in the same pairs, so the same bits. For kernels that have no
-// shared memory to spare for the partials (decode attention's fused prologue).
-__device__ __forceinline__ float rms_scale_warp_of(const float* x, int64_t dim, float eps) {
+// rms_scale_warp's scale from the kRmsLanes partials held in registers, kRmsLanes / 32 a lane (virtual
+// thread v = lane + 32 t in p[t]) instead of shared memory: the same partials added in the same pairs, so the
+// same bits. All 32 lanes call it; each returns the scale. For kernels that hold a head in registers (decode
+// attention's fused prologue).
+__device__ __forceinline__ float rms_scale_of_partials(float (&p)[kRmsLanes / 32], int64_t dim, float eps) {
   constexpr int kPer = kRmsLanes / 32;
-  const int lane = static_cast<int>(threadIdx.x & 31);
-  float p[kPer];
-#pragma unroll
-  for (int t = 0; t < kPer; ++t) p[t] = rms_partial(x, dim, lane + 32 * t);
   // Level s (kRmsLanes/2 .. 32): v < s adds v + s, i.e. slot t < s / 32 adds slot t + s / 32.
 #pragma unroll
   for (int n = kPer / 2; n >= 1; n >>= 1)
@@ -114,32 +110,23 @@ __device__ __forceinline__ float rms_apply(float x, float scale, float w, bool z
 
 // NeoX rotary embedding of one pair (a = x[i], b = x[i + rot/2]) by angle pos · inv_freq, cos and sin
 // scaled by `scaling`; explicit roundings, shared by the rope kernel and the fused q/k prologue.
-__device__ __forceinline__ void rope_pair(float& a, float& b, float pos, float inv_freq, float scaling) {
-  float s, c;
+// In two halves for kernels that take the angle's cos and sin before their inputs are ready (decode
+// attention's fused prologue): rope_angle, then rope_rotate; the same bits.
+__device__ __forceinline__ void rope_angle(float pos, float inv_freq, float scaling, float& c, float& s) {
   sincosf(__fmul_rn(pos, inv_freq), &s, &c);
   c = __fmul_rn(c, scaling);
   s = __fmul_rn(s, scaling);
+}
+__device__ __forceinline__ void rope_rotate(float& a, float& b, float c, float s) {
   const float ra = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
   const float rb = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
   a = ra;
   b = rb;
 }
-
-// Element d of one head of x (head_dim values, as the q/k projection wrote them) after the attention
-// prologue: RMSNorm (when norm is given, with the head's scale) and NeoX RoPE of the pair (i, i + half)
-// at position pos — the arithmetic qk_norm_rope_kv_write applies, element by element, so the same bits.
-__device__ __forceinline__ float norm_rope_element(const float* x, int d, const void* norm, DType norm_dtype,
-                                                   float scale, float pos, const float* inv_freq, int half,
-                                                   float scaling) {
-  auto normed = [&](int i) {
-    const float v = x[i];
-    return norm != nullptr ? rms_apply(v, scale, load_as_f32(norm, i, norm_dtype), false) : v;
-  };
-  if (d >= 2 * half) return normed(d);
-  const int i = d < half ? d : d - half;
-  float a = normed(i), b = normed(i + half);
-  rope_pair(a, b, pos, inv_freq[i], scaling);
-  return d < half ? a : b;
+__device__ __forceinline__ void rope_pair(float& a, float& b, float pos, float inv_freq, float scaling) {
+  float c, s;
+  rope_angle(pos, inv_freq, scaling, c, s);
+  rope_rotate(a, b, c, s);
 }
 
 inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
