@@ -8,7 +8,7 @@
 # The helium binary with the libraries it links does not fit beside check.sh's binaries in one carried tree
 # (64 MiB), so it travels alone:
 #   here:  tools/gpu/cli.sh pack          (after building the helium target in build/gpu)
-#   there: tools/gpu/cli.sh run           (carry .gpu-bin/cli.tar.xz)
+#   there: tools/gpu/cli.sh run           (carry .gpu-bin/cli.tar.xz; CLI_BENCH=0 skips the benches)
 set -u
 source "$(dirname "$0")/common.sh"
 OUT=${OUT:-/tmp/helium-gpu-out}
@@ -40,13 +40,16 @@ MODEL=models/helium-code-12m  # the embedded model (real weights and tokenizer)
 nvidia-smi --query-gpu=name,driver_version --format=csv | tee -a "$LOG"
 ldd "$H" | grep "not found" | tee -a "$LOG"  # nothing, or what the pack still lacks
 
-run helium_bench 300 "$H" bench --model bench/configs/qwen3-8b --load-format dummy --device cuda --offline \
-  --json "$OUT/helium_bench.json"
-# The two greedy loops at 1K, back to back (the tuning cached by the run above): --pipeline off, then on.
-for p in off on; do
-  run "helium_bench_pipeline_$p" 120 "$H" bench --model bench/configs/qwen3-8b --load-format dummy --device cuda \
-    --offline --contexts 1024 --tokens 256 --runs 1 --prefill 0 --pipeline "$p"
-done
+# CLI_BENCH=0: the run and serve checks alone (a short call), without the Qwen3-8B benches.
+if [ "${CLI_BENCH:-1}" != 0 ]; then
+  run helium_bench 300 "$H" bench --model bench/configs/qwen3-8b --load-format dummy --device cuda --offline \
+    --json "$OUT/helium_bench.json"
+  # The two greedy loops at 1K, back to back (the tuning cached by the run above): --pipeline off, then on.
+  for p in off on; do
+    run "helium_bench_pipeline_$p" 120 "$H" bench --model bench/configs/qwen3-8b --load-format dummy --device cuda \
+      --offline --contexts 1024 --tokens 256 --runs 1 --prefill 0 --pipeline "$p"
+  done
+fi
 PROMPT='def fibonacci(n):'
 # One greedy run a device: the text into the log, the ids (--show-ids, on stderr) kept apart for the comparison.
 for device in cuda cpu; do

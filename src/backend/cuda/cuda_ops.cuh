@@ -113,7 +113,10 @@ struct Context {
   // kernels. HELIUM_CUDA_ATTN_FUSED=on|all|off. The same bits either way. Off by default: in the decode
   // graph it was slower on the H200 (Qwen3-8B shape, 256 tokens, one machine, two rounds: 1K 185.2 /
   // 185.5 tok/s against 213.5 / 213.7 off, 8K 194.5 / 194.1 against 206.3 / 205.9; late trigger 187.9 /
-  // 197.3; docs/benchmarks.md, thirteenth session), for reasons not yet found.
+  // 197.3; docs/benchmarks.md, thirteenth session), and with its prologue rebuilt still on an H100 (1K
+  // 155.7, 167.6 with the merge kernel, 169.0 with the late trigger too, against 176.5 off; fortieth
+  // session): its blocks are slower in every phase, even without programmatic launches, for reasons not
+  // yet found.
   enum FusedAttention { kFusedOff, kFusedOneWave, kFusedAll };
   FusedAttention attention_fused = kFusedOff;
   // With the prologue fused, the last partition block of each (row, head group) also merges the partials
