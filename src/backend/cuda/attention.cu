@@ -866,7 +866,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
     }
   };
   if (a.early_kv) {
-#pragma unroll
+#pragma unroll 1
     for (int c = 0; c < Tr::kStages - 1; ++c) {
       if (c < total_chunks) issue_chunk(c, kStable);
       cp_async_commit();
@@ -879,7 +879,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
     fused_prologue<kHeadDim>(a, lanes, row, head0, kv_head, kGroup, s_q, s_own, s_own_writer, s_meta[0]);
     if (writes_kv) write_own_kv<T, kHeadDim>(a, row, kv_head, s_own + 2 * s_meta[1] * kHeadDim);
   }
-#pragma unroll
+#pragma unroll 1
   for (int c = 0; c < Tr::kStages - 1; ++c) {
     if (c < total_chunks) issue_chunk(c, a.early_kv ? kFresh : kAll);
     if (!a.early_kv) cp_async_commit();
@@ -913,6 +913,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
   };
 
   // Scores: s_score[i][g] = (q_g · k_i) · scale.
+#pragma unroll 1
   for (int c = 0; c < n_chunks; ++c) {
     const T* stage = begin_chunk(c);
     if (c == 0) attention_stamp(a, 3);
@@ -989,6 +990,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
   for (int g = 0; g < kGroup; ++g)
 #pragma unroll
     for (int e = 0; e < Tr::kElems; ++e) acc[g][e] = 0.0f;
+#pragma unroll 1
   for (int c = n_chunks; c < total_chunks; ++c) {
     const T* stage = begin_chunk(c);
     // Once the block's own K/V have landed, its share of the next op's weights (nothing later on this
