@@ -866,7 +866,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
     }
   };
   // The ring's fill and the chunk loops stay rolled (unroll 1): unrolled, each iteration was its own copy of
-  // issue_chunk, executed once per block, and the kernel's code 21-26% larger (BF16, head dim 128: 5,480 and,
+  // issue_chunk, executed once per block, and the kernel's code 12-26% larger (BF16, head dim 128: 5,480 and,
   // fused, 11,656 SASS instructions against 4,352 and 10,408); rolled, the H100 decoded 1K at 181.6 against
   // 181.4 tok/s, and the fused kernel (merge kernel) at 176.9 against 172.1 (docs/benchmarks.md, fortieth
   // session). The same loads in the same order either way.
