@@ -69,8 +69,9 @@ constexpr int kGenericDimsPerThread = kGenericMaxHeadDim / kGenericThreads;
 // instead of being loaded from the cache, and block (part 0, first head pass) of each row writes the row's
 // K/V of its KV head into the cache. Everything the prologue reads that is not the projection's output (norm
 // weights, the row's rotary angles) is read before the kernel's wait; after it, one batch of asynchronous
-// copies brings the block's query heads and its own keys' k and v, and the rest is shared-memory work. With `merge`, the last of a (row, head group)'s partition blocks to
-// finish merges the group's partials (a counter per group in `counters`, reset by that block).
+// copies brings the block's query heads and its own keys' k and v, and the rest is shared-memory work. With
+// `merge`, the last of a (row, head group)'s partition blocks to finish merges the group's partials (a counter
+// per group in `counters`, reset by that block).
 struct FusedPrologue {
   const float* k = nullptr;  // (rows, n_kv_heads * head_dim) as the projection wrote it
   const float* v = nullptr;  // (rows, n_kv_heads * head_dim)
