@@ -563,6 +563,14 @@ __device__ __noinline__ void merge_in_cluster(float* out_rows, __nv_bfloat16* ou
 // K (normalised and rotated) at s_own + 2 s · kHeadDim and V after it, as floats.
 size_t fused_own_bytes(int slots, int head_dim) { return size_t(slots) * 2 * head_dim * sizeof(float); }
 
+// cos and sin of one rotary angle (rope_angle), out of line: inlined at each of the fused prologue's call
+// sites, sincosf with its slow path was several hundred instructions of the kernel's code each time.
+__device__ __noinline__ float2 fused_rope_angle(float pos, float inv_freq, float scaling) {
+  float c, s;
+  rope_angle(pos, inv_freq, scaling, c, s);
+  return make_float2(c, s);
+}
+
 // What a lane holds from before the kernel's wait: the norm weights of its elements d = lane + 32 j, and
 // cos and sin (rope_angle) of its pairs i = lane + 32 k < half at the row's position.
 template <int kHeadDim>
@@ -589,8 +597,9 @@ struct FusedLanes {
 #pragma unroll
     for (int k = 0; k < kP; ++k) {
       const int i = lane + 32 * k;
-      c[k] = s[k] = 0.0f;
-      if (i < f.half) rope_angle(pos, f.inv_freq[i], f.rope_scaling, c[k], s[k]);
+      const float2 cs = i < f.half ? fused_rope_angle(pos, f.inv_freq[i], f.rope_scaling) : make_float2(0.0f, 0.0f);
+      c[k] = cs.x;
+      s[k] = cs.y;
     }
   }
 };
@@ -671,13 +680,17 @@ __device__ __forceinline__ void fused_prologue(const AttentionArgs& a, const Fus
 #pragma unroll
     for (int j = 0; j < FusedLanes<kHeadDim>::kE; ++j) w[j] = is_q ? lanes.wq[j] : lanes.wk[j];
     const int writer = is_q ? row : s_own_writer[t - q_heads];
+    float c[FusedLanes<kHeadDim>::kP], s[FusedLanes<kHeadDim>::kP];
     if (writer == row) {
-      norm_rope_head<kHeadDim>(h, normed, w, f.eps, f.half, lanes.c, lanes.s);
+#pragma unroll
+      for (int k = 0; k < FusedLanes<kHeadDim>::kP; ++k) {
+        c[k] = lanes.c[k];
+        s[k] = lanes.s[k];
+      }
     } else {  // another row's key (a prompt chunk's, a tree's): its own angles
-      float c[FusedLanes<kHeadDim>::kP], s[FusedLanes<kHeadDim>::kP];
       FusedLanes<kHeadDim>::angles(f, writer, c, s);
-      norm_rope_head<kHeadDim>(h, normed, w, f.eps, f.half, c, s);
     }
+    norm_rope_head<kHeadDim>(h, normed, w, f.eps, f.half, c, s);  // one call site: one copy of its code
   }
   __syncthreads();
 }
