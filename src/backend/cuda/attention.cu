@@ -758,29 +758,20 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
   const int tid = threadIdx.x;
   const bool writes_kv = kFused && part == 0 && blockIdx.x % passes == 0;
   attention_stamp(a, 0);
-  if (p0 >= rk.n_keys) {  // past this row's keys: the grid covers layout.max_keys
-    if constexpr (kFused) {
-      if (part == 0) {  // a row without keys: its K/V still go into the cache, and its output is zeros
-        FusedLanes<kHeadDim> lanes;
-        lanes.load(a.fused, row);
-        if (tid == 0) s_own_writer[0] = row;
-        __syncthreads();
+  // Past this row's keys (the grid covers layout.max_keys): nothing to do. kFused's part 0 of a row without keys
+  // goes on with none (n = 0): the row's K/V still go into the cache, and its partials are empty.
+  if (p0 >= rk.n_keys && !(kFused && part == 0)) {
+    if constexpr (!kFused) {
+      if (Tr::kClusterMergeFits && a.cluster_merge) {
+        // No partition here, but a share of the cluster's merge (written after the previous kernels, as the
+        // merge kernel's are).
+        if (!(a.partition_late_trigger && a.cluster_trigger_end)) pdl_launch_dependents();
         pdl_wait();
-        if (writes_kv) {
-          fused_prologue<kHeadDim>(a, lanes, row, head0, kv_head, 0, s_score, s_own, s_own_writer, 1);
-          write_own_kv<T, kHeadDim>(a, row, kv_head, s_own);
-        }
-        float* out = a.out + (static_cast<int64_t>(row) * a.n_heads + head0) * kHeadDim;
-        for (int o = tid; o < kGroup * kHeadDim; o += kDecodeThreads) out[o] = 0.0f;
+        merge_in_cluster<kHeadDim, kGroup>(a.out, a.out_split, a.n_heads, row, head0,
+                                           partition_count(rk.n_keys, a.tiers),
+                                           reinterpret_cast<const float*>(smem + Tr::kRedBytes), s_m, s_l, s_score,
+                                           s_score + 16 * kGroup, s_score + 32 * kGroup, reinterpret_cast<float*>(smem));
       }
-    } else if (Tr::kClusterMergeFits && a.cluster_merge) {
-      // No partition here, but a share of the cluster's merge (written after the previous kernels, as the
-      // merge kernel's are).
-      if (!(a.partition_late_trigger && a.cluster_trigger_end)) pdl_launch_dependents();
-      pdl_wait();
-      merge_in_cluster<kHeadDim, kGroup>(a.out, a.out_split, a.n_heads, row, head0, partition_count(rk.n_keys, a.tiers),
-                                         reinterpret_cast<const float*>(smem + Tr::kRedBytes), s_m, s_l, s_score,
-                                         s_score + 16 * kGroup, s_score + 32 * kGroup, reinterpret_cast<float*>(smem));
     }
     return;
   }
@@ -1086,8 +1077,13 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
     if (!a.fused.merge) return;
     // The last of the group's partition blocks merges: every block publishes its partials (fence), then
     // counts itself; the block that brings the count to the row's partition count resets it for the next
-    // launch and, after a fence of its own, reads the others' partials.
+    // launch and, after a fence of its own, reads the others' partials. A row without keys: zeros (part 0).
     const int parts = partition_count(rk.n_keys, a.tiers);
+    if (parts == 0) {
+      float* out = a.out + (static_cast<int64_t>(row) * a.n_heads + head0) * kHeadDim;
+      for (int o = tid; o < kGroup * kHeadDim; o += kDecodeThreads) out[o] = 0.0f;
+      return;
+    }
     __threadfence();
     __syncthreads();
     if (tid == 0) {
