@@ -115,8 +115,11 @@ struct Context {
   // 185.5 tok/s against 213.5 / 213.7 off, 8K 194.5 / 194.1 against 206.3 / 205.9; late trigger 187.9 /
   // 197.3; docs/benchmarks.md, thirteenth session), and with its prologue rebuilt still on an H100 (1K
   // 155.7, 167.6 with the merge kernel, 169.0 with the late trigger too, against 176.5 off; fortieth
-  // session): its blocks are slower in every phase, even without programmatic launches, for reasons not
-  // yet found.
+  // session). Its code was most of that: rolled ring loops, one out-of-line rotary angle and one prologue
+  // copy (10,408 to 8,528 SASS instructions) brought it to 178.4 with the merge kernel against 181.0 /
+  // 181.6 off (H100, forty-first session), its blocks' phases after the first chunk now no slower than
+  // the two kernels'; what is left is its wait-to-first-chunk (2.3 µs against 0.8: the query and own
+  // keys fetched, normalised and rotated after the wait).
   enum FusedAttention { kFusedOff, kFusedOneWave, kFusedAll };
   FusedAttention attention_fused = kFusedOff;
   // With the prologue fused, the last partition block of each (row, head group) also merges the partials
