@@ -808,7 +808,6 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
       s_meta[0] = n_own;
       s_meta[1] = kv_slot;
     }
-    lanes.load(a.fused, row);
     __syncthreads();
   }
   attention_stamp(a, 1);
@@ -882,6 +881,9 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
       cp_async_commit();
     }
   }
+  // kFused: the lanes' norm weights and rotary angles, after the early K/V loads are issued (their loads and
+  // sincosf would otherwise hold those back).
+  if constexpr (kFused) lanes.load(a.fused, row);
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   attention_stamp(a, 2);
   float* s_q = s_score;  // kFused: the block's query heads, normalised and rotated (before any score)
