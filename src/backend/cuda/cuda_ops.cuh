@@ -117,9 +117,10 @@ struct Context {
   // 155.7, 167.6 with the merge kernel, 169.0 with the late trigger too, against 176.5 off; fortieth
   // session). Its code was most of that: rolled ring loops, one out-of-line rotary angle and one prologue
   // copy (10,408 to 8,528 SASS instructions) brought it to 178.4 with the merge kernel against 181.0 /
-  // 181.6 off (H100, forty-first session), its blocks' phases after the first chunk now no slower than
-  // the two kernels'; what is left is its wait-to-first-chunk (2.3 µs against 0.8: the query and own
-  // keys fetched, normalised and rotated after the wait).
+  // 181.6 off, and with the late trigger too to 180.1 / 180.2 at 1K and 167.8 at 8K against 181.6 / 182.0
+  // and 170.4 off (H100, forty-first session); its blocks' phases after the first chunk are now no slower
+  // than the two kernels'. What is left is its wait-to-first-chunk, 2.3 µs against 0.8, which neither
+  // reading the query into registers without a copy group nor issuing the K/V loads earlier shortened.
   enum FusedAttention { kFusedOff, kFusedOneWave, kFusedAll };
   FusedAttention attention_fused = kFusedOff;
   // With the prologue fused, the last partition block of each (row, head group) also merges the partials
