@@ -597,7 +597,8 @@ struct FusedLanes {
 #pragma unroll
     for (int k = 0; k < kP; ++k) {
       const int i = lane + 32 * k;
-      const float2 cs = i < f.half ? fused_rope_angle(pos, f.inv_freq[i], f.rope_scaling) : make_float2(0.0f, 0.0f);
+      const float2 cs =
+          i < f.half ? fused_rope_angle(pos, f.inv_freq[i], f.rope_scaling) : make_float2(0.0f, 0.0f);
       c[k] = cs.x;
       s[k] = cs.y;
     }
@@ -758,8 +759,8 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
   const int tid = threadIdx.x;
   const bool writes_kv = kFused && part == 0 && blockIdx.x % passes == 0;
   attention_stamp(a, 0);
-  // Past this row's keys (the grid covers layout.max_keys): nothing to do. kFused's part 0 of a row without keys
-  // goes on with none (n = 0): the row's K/V still go into the cache, and its partials are empty.
+  // Past this row's keys (the grid covers layout.max_keys): nothing to do. kFused's part 0 of a row
+  // without keys goes on with none (n = 0): the row's K/V still go into the cache, its partials are empty.
   if (p0 >= rk.n_keys && !(kFused && part == 0)) {
     if constexpr (!kFused) {
       if (Tr::kClusterMergeFits && a.cluster_merge) {
@@ -767,10 +768,10 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
         // merge kernel's are).
         if (!(a.partition_late_trigger && a.cluster_trigger_end)) pdl_launch_dependents();
         pdl_wait();
-        merge_in_cluster<kHeadDim, kGroup>(a.out, a.out_split, a.n_heads, row, head0,
-                                           partition_count(rk.n_keys, a.tiers),
-                                           reinterpret_cast<const float*>(smem + Tr::kRedBytes), s_m, s_l, s_score,
-                                           s_score + 16 * kGroup, s_score + 32 * kGroup, reinterpret_cast<float*>(smem));
+        merge_in_cluster<kHeadDim, kGroup>(
+            a.out, a.out_split, a.n_heads, row, head0, partition_count(rk.n_keys, a.tiers),
+            reinterpret_cast<const float*>(smem + Tr::kRedBytes), s_m, s_l, s_score, s_score + 16 * kGroup,
+            s_score + 32 * kGroup, reinterpret_cast<float*>(smem));
       }
     }
     return;
