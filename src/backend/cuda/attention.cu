@@ -762,17 +762,15 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
   // Past this row's keys (the grid covers layout.max_keys): nothing to do. kFused's part 0 of a row
   // without keys goes on with none (n = 0): the row's K/V still go into the cache, its partials are empty.
   if (p0 >= rk.n_keys && !(kFused && part == 0)) {
-    if constexpr (!kFused) {
-      if (Tr::kClusterMergeFits && a.cluster_merge) {
-        // No partition here, but a share of the cluster's merge (written after the previous kernels, as the
-        // merge kernel's are).
-        if (!(a.partition_late_trigger && a.cluster_trigger_end)) pdl_launch_dependents();
-        pdl_wait();
-        merge_in_cluster<kHeadDim, kGroup>(
-            a.out, a.out_split, a.n_heads, row, head0, partition_count(rk.n_keys, a.tiers),
-            reinterpret_cast<const float*>(smem + Tr::kRedBytes), s_m, s_l, s_score, s_score + 16 * kGroup,
-            s_score + 32 * kGroup, reinterpret_cast<float*>(smem));
-      }
+    if (Tr::kClusterMergeFits && a.cluster_merge) {  // never kFused (DecodeTraits::kClusterMergeFits)
+      // No partition here, but a share of the cluster's merge (written after the previous kernels, as the
+      // merge kernel's are).
+      if (!(a.partition_late_trigger && a.cluster_trigger_end)) pdl_launch_dependents();
+      pdl_wait();
+      merge_in_cluster<kHeadDim, kGroup>(
+          a.out, a.out_split, a.n_heads, row, head0, partition_count(rk.n_keys, a.tiers),
+          reinterpret_cast<const float*>(smem + Tr::kRedBytes), s_m, s_l, s_score, s_score + 16 * kGroup,
+          s_score + 32 * kGroup, reinterpret_cast<float*>(smem));
     }
     return;
   }
