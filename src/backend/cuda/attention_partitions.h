@@ -2,13 +2,13 @@
 // partitions (attention.cu), in plain C++ so that the memory plan (engine/memory_plan.cpp) sizes the
 // partials' scratch by the same rule the kernels use.
 //
-// A row of n keys is cut into partitions of P keys aligned to position 0, P = 64 up to small_end keys,
-// 128 up to medium_end, 256 up to large_end, kMaxPartitionKeys (512) beyond: short contexts still spread
-// over many blocks (a 1K row of a model with 8 KV heads gets 128 blocks instead of 32), long ones keep few
-// partials to merge and few enough blocks to be resident at once (a 32K row of 8 KV heads: 512 blocks,
-// one wave on the H200's 132 multiprocessors at four blocks each, where 256-key partitions made 1,024 and
-// two waves). P is a function of the row's own key count, never of the batch: a row alone, in a batch, or
-// as a tree row at the same position is cut the same way (bitwise batch invariance).
+// A row of n keys is cut into partitions of P keys aligned to position 0, P = 32 up to tiny_end keys (none by
+// default), 64 up to small_end, 128 up to medium_end, 256 up to large_end, kMaxPartitionKeys (512) beyond:
+// short contexts still spread over many blocks (a 1K row of a model with 8 KV heads gets 128 blocks instead
+// of 32), long ones keep few partials to merge and few enough blocks to be resident at once (a 32K row of 8
+// KV heads: 512 blocks, one wave on the H200's 132 multiprocessors at four blocks each, where 256-key
+// partitions made 1,024 and two waves). P is a function of the row's own key count, never of the batch: a row
+// alone, in a batch, or as a tree row at the same position is cut the same way (bitwise batch invariance).
 //
 // The thresholds come from helium_bench_cuda_attention on the H200 (Qwen3-8B shape, 1 row, µs per layer,
 // P = 64 / 128 / 256 forced everywhere; docs/benchmarks.md, seventh session): 1K 9.0 / 10.2 / 13.0,
@@ -41,9 +41,11 @@ struct PartitionTiers {
   int small_end = 2048;   // 64-key partitions up to here
   int medium_end = 4096;  // 128
   int large_end = 16384;  // 256; kMaxPartitionKeys beyond
+  int tiny_end = 0;       // 32-key partitions up to here (0: none; the first tier whatever the others say)
 };
 
 HELIUM_HOST_DEVICE int partition_keys(int n_keys, const PartitionTiers& t) {
+  if (n_keys <= t.tiny_end) return 32;
   return n_keys <= t.small_end ? 64 : n_keys <= t.medium_end ? 128 : n_keys <= t.large_end ? 256 : kMaxPartitionKeys;
 }
 
@@ -56,7 +58,8 @@ HELIUM_HOST_DEVICE int partition_count(int n_keys, const PartitionTiers& t) {
 // largest is at a tier's end or at max_keys.
 inline int64_t max_partition_count(int64_t max_keys, const PartitionTiers& t) {
   int64_t most = 0;
-  for (int64_t end : {int64_t{t.small_end}, int64_t{t.medium_end}, int64_t{t.large_end}, max_keys})
+  for (int64_t end :
+       {int64_t{t.tiny_end}, int64_t{t.small_end}, int64_t{t.medium_end}, int64_t{t.large_end}, max_keys})
     if (end > 0 && max_keys > 0)
       most = std::max<int64_t>(most, partition_count(static_cast<int>(std::min(end, max_keys)), t));
   return most;
@@ -67,30 +70,33 @@ inline int max_partition_keys(int64_t max_keys, const PartitionTiers& t) {
   return partition_keys(static_cast<int>(std::min<int64_t>(max_keys, 1 << 30)), t);
 }
 
-// HELIUM_CUDA_ATTN_PARTITIONS's value (a diagnostic override of the tiers): "small_end,medium_end" or
-// "small_end,medium_end,large_end", whole numbers of keys with 0 <= small <= medium <= large <= 2^30 and
-// nothing else (a stray character refuses the value). Two numbers keep the default large_end unless
-// medium_end passes it. False, and `out` untouched, for anything else.
+// HELIUM_CUDA_ATTN_PARTITIONS's value (a diagnostic override of the tiers): "small_end,medium_end",
+// "small_end,medium_end,large_end" or "tiny_end,small_end,medium_end,large_end", whole numbers of keys with
+// 0 <= tiny <= small <= medium <= large <= 2^30 and nothing else (a stray character refuses the value). Two
+// numbers keep the default large_end unless medium_end passes it; fewer than four, no 32-key partitions.
+// False, and `out` untouched, for anything else.
 inline bool parse_partition_tiers(const char* text, PartitionTiers& out) {
   if (text == nullptr) return false;
-  long ends[3] = {0, 0, 0};
+  long ends[4] = {0, 0, 0, 0};
   int n = 0;
   for (const char* at = text;; ++at) {
     if (*at < '0' || *at > '9') return false;  // no sign, no space: strtol would take them
     char* end = nullptr;
     const long v = std::strtol(at, &end, 10);
-    if (end == at || n == 3 || v < 0 || v > (1L << 30)) return false;
+    if (end == at || n == 4 || v < 0 || v > (1L << 30)) return false;
     ends[n++] = v;
     at = end;
     if (*at == '\0') break;
     if (*at != ',') return false;
   }
-  if (n != 2 && n != 3) return false;
+  if (n < 2) return false;
+  const long* e = n == 4 ? ends + 1 : ends;  // small_end first
   PartitionTiers t;
-  t.small_end = static_cast<int>(ends[0]);
-  t.medium_end = static_cast<int>(ends[1]);
-  t.large_end = n == 3 ? static_cast<int>(ends[2]) : std::max(t.medium_end, PartitionTiers{}.large_end);
-  if (t.medium_end < t.small_end || t.large_end < t.medium_end) return false;
+  t.tiny_end = n == 4 ? static_cast<int>(ends[0]) : 0;
+  t.small_end = static_cast<int>(e[0]);
+  t.medium_end = static_cast<int>(e[1]);
+  t.large_end = n >= 3 ? static_cast<int>(e[2]) : std::max(t.medium_end, PartitionTiers{}.large_end);
+  if (t.small_end < t.tiny_end || t.medium_end < t.small_end || t.large_end < t.medium_end) return false;
   out = t;
   return true;
 }
