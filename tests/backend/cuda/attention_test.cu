@@ -553,6 +553,30 @@ TEST_F(CudaAttentionTest, DecodeWidePartitionsMatchReference) {
   ctx_.attention_tiers = {};
 }
 
+// 32-key partitions (PartitionTiers::tiny_end: none by default, HELIUM_CUDA_ATTN_PARTITIONS's four-number
+// form) up to 1,536 keys, 64 beyond: against the reference, with tree nodes across a 32-key boundary, and
+// each linear row alone (its own grid) bitwise as in the batch.
+TEST_F(CudaAttentionTest, DecodeTinyPartitionsMatchReference) {
+  uint32_t seed = 70;
+  ctx_.attention_tiers = {2048, 4096, 16384, 1536};
+  const std::vector<int> contexts = {1, 31, 32, 33, 100, 1025, 1536, 1537, 3000};
+  for (const Shape& s : decode_shapes()) {
+    PagedCache c(s, 12000 / s.page_size + 64, seed++);
+    Rows rows;
+    for (int context : contexts) rows.add(c.add_sequence(context), context);
+    add_tree(c, rows, 30, kTreeParents);  // nodes at positions 30..34 cross a 32-key partition boundary
+    rows.random_q(s, c.rng());
+    c.upload_all();
+    const std::vector<float> all = run(c, rows);
+    expect_matches_reference(c, rows, all, false, "decode, 32-key partitions");
+    for (int r = 0; r < static_cast<int>(contexts.size()); ++r) {
+      const std::string diff = bitwise_difference(all, r, run(c, rows.select({r}, s)), 0, s);
+      EXPECT_EQ(diff, "") << s.name() << " row " << r << " (" << rows.prefix[r] << " keys) vs alone";
+    }
+  }
+  ctx_.attention_tiers = {};
+}
+
 // Generic kernels (head dims the tuned kernels do not cover) and odd GQA ratios.
 TEST_F(CudaAttentionTest, DecodeGenericShapesMatchReference) {
   uint32_t seed = 100;
