@@ -68,8 +68,7 @@ void add_bench_command(CLI::App& app, BenchOptions& o) {
                     "Catalog name, Hugging Face repo[@revision] or model directory; default: the embedded model");
   bench->add_option("--device", o.device, "auto (a GPU when present), cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   bench->add_option("-t,--threads", o.threads, "CPU threads (0 = all)")->check(CLI::NonNegativeNumber);
-  bench->add_option("--load-format", o.load_format, "weights, or dummy: random weights of the config's shapes")
-      ->check(CLI::IsMember({"weights", "dummy"}));
+  add_load_format_option(bench, o.load_format, "weights, or dummy: random weights of the config's shapes");
   add_pipeline_option(bench, o.pipeline);
   bench->add_option("--contexts", o.contexts, "Contexts to decode at, comma-separated (default: 1024,8192,32768 on a GPU, 128,1024 on the CPU)");
   bench->add_option("--tokens", o.tokens, "Tokens generated per decode run (default: 512 on a GPU, 64 on the CPU)")->check(CLI::Range(2, 1 << 20));
@@ -100,7 +99,7 @@ int bench_command(const BenchOptions& o) {
   EngineOptions eo;
   eo.device = o.device;
   eo.threads = o.threads;
-  eo.load_format = o.load_format == "dummy" ? LoadFormat::Dummy : LoadFormat::Weights;
+  eo.load_format = load_format_choice(o.load_format);
   eo.pipeline = pipeline_choice(o.pipeline);
   eo.prompt_cache_sequences = 0;
   eo.text = false;  // ids only: a config with --load-format dummy needs no tokenizer

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hub/resolve.h"
+#include "loader/checkpoint.h"
 
 namespace helium::cli {
 
@@ -128,6 +129,10 @@ int serve_command(const ServeOptions& options);
 // auto: where the backend queues its work, i.e. on CUDA). Off is for comparing the two loops: same tokens.
 void add_pipeline_option(CLI::App* command, std::string& value);
 std::optional<bool> pipeline_choice(const std::string& value);
+
+// --load-format weights|dummy (EngineOptions::load_format); `help` says what it means to the command.
+void add_load_format_option(CLI::App* command, std::string& value, const std::string& help);
+LoadFormat load_format_choice(const std::string& value);
 
 // The model used when none is named: the embedded default in the source tree.
 std::string default_model_path();

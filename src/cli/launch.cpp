@@ -147,8 +147,7 @@ void add_launch_commands(CLI::App& app, LaunchOptions& o) {
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
     command->add_option("-t,--threads", o.serve.threads, "CPU threads (0 = all)")->check(CLI::NonNegativeNumber);
     command->add_flag("--offline", o.serve.offline, "Never touch the network: use the Hugging Face cache only");
-    command->add_option("--load-format", o.serve.load_format, "weights, or dummy: random weights of the config's shapes")
-        ->check(CLI::IsMember({"weights", "dummy"}));
+    add_load_format_option(command, o.serve.load_format, "weights, or dummy: random weights of the config's shapes");
     add_pipeline_option(command, o.serve.pipeline);
     command->add_flag("--dry-run", o.dry_run,
                       "Print what would be run (files, environment, command line; the key hidden) and start nothing");

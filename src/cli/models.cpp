@@ -65,6 +65,14 @@ std::optional<bool> pipeline_choice(const std::string& value) {
   return std::nullopt;
 }
 
+void add_load_format_option(CLI::App* command, std::string& value, const std::string& help) {
+  command->add_option("--load-format", value, help)->check(CLI::IsMember({"weights", "dummy"}));
+}
+
+LoadFormat load_format_choice(const std::string& value) {
+  return value == "dummy" ? LoadFormat::Dummy : LoadFormat::Weights;
+}
+
 namespace {
 
 std::string format_count(int64_t n) {

@@ -52,9 +52,8 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("-c,--ctx-size", o.context, "Context length in tokens (0 = the model's, at most 32768)");
   run->add_option("--device", o.device, "Device to run on: auto (a GPU when present), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  run->add_option("--load-format", o.load_format,
-                  "weights: read the checkpoint; dummy: deterministic random weights of the config's shapes")
-      ->check(CLI::IsMember({"weights", "dummy"}));
+  add_load_format_option(run, o.load_format,
+                         "weights: read the checkpoint; dummy: deterministic random weights of the config's shapes");
   add_pipeline_option(run, o.pipeline);
   run->add_flag("--show-ids", o.show_ids, "Print the prompt and generated token ids to stderr");
 }
@@ -62,7 +61,7 @@ void add_run_command(CLI::App& app, RunOptions& o) {
 int run_command(const RunOptions& o) {
   EngineOptions eo;
   eo.device = o.device;
-  eo.load_format = o.load_format == "dummy" ? LoadFormat::Dummy : LoadFormat::Weights;
+  eo.load_format = load_format_choice(o.load_format);
   eo.pipeline = pipeline_choice(o.pipeline);
   eo.threads = o.threads;
   eo.context = o.context;

@@ -101,9 +101,8 @@ void add_serve_command(CLI::App& app, ServeOptions& o) {
   serve->add_option("--prompt-cache", o.prompt_cache_sequences,
                     "Finished conversations whose KV is kept for reuse by the next turn (0 = off)")
       ->check(CLI::NonNegativeNumber);
-  serve->add_option("--load-format", o.load_format,
-                    "weights: read the checkpoint; dummy: deterministic random weights of the config's shapes")
-      ->check(CLI::IsMember({"weights", "dummy"}));
+  add_load_format_option(serve, o.load_format,
+                         "weights: read the checkpoint; dummy: deterministic random weights of the config's shapes");
   add_pipeline_option(serve, o.pipeline);
 }
 

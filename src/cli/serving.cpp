@@ -19,7 +19,7 @@ Result<std::unique_ptr<ServingStack>> build_serving_stack(const ServeOptions& o,
   eo.threads = o.threads;
   eo.context = o.context;
   eo.prompt_cache_sequences = o.prompt_cache_sequences;
-  eo.load_format = o.load_format == "dummy" ? LoadFormat::Dummy : LoadFormat::Weights;
+  eo.load_format = load_format_choice(o.load_format);
   eo.pipeline = pipeline_choice(o.pipeline);
   HELIUM_ASSIGN_OR_RETURN(ResolvedModel resolved,
                           resolve_model_for_cli(o.model.empty() ? default_model_path() : o.model, o.offline));

@@ -11,14 +11,13 @@ void add_tune_command(CLI::App& app, TuneOptions& o) {
   tune->add_option("-m,--model", o.model, "Model directory; default: the embedded model");
   tune->add_option("--device", o.device, "Device to tune: auto, cpu or cuda (the CPU has nothing to tune)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  tune->add_option("--load-format", o.load_format, "weights, or dummy: only config.json is read")
-      ->check(CLI::IsMember({"weights", "dummy"}));
+  add_load_format_option(tune, o.load_format, "weights, or dummy: only config.json is read");
 }
 
 int tune_command(const TuneOptions& o) {
   EngineOptions eo;
   eo.device = o.device;
-  eo.load_format = o.load_format == "dummy" ? LoadFormat::Dummy : LoadFormat::Weights;
+  eo.load_format = load_format_choice(o.load_format);
   const std::string model = o.model.empty() ? default_model_path() : o.model;
   auto device = Engine::tune(model, eo);
   if (!device.is_ok()) {

@@ -242,6 +242,16 @@ TEST(Cli, BenchRunsOnAConfigAloneWithDummyWeights) {
   fs::remove_all(dir);
 }
 
+// Every command that takes --load-format refuses a misspelt value (rather than loading the checkpoint) and
+// names the option. `serve` is left out: the same helper declares its option, and a regression would serve.
+TEST(Cli, LoadFormatRefusesAnythingButWeightsOrDummy) {
+  for (const char* command : {"run -p hi", "bench", "tune", "claude --dry-run"}) {
+    Output bad = helium(std::string(command) + " --load-format dumy");
+    EXPECT_NE(bad.code, 0) << command;
+    EXPECT_NE(bad.err.find("--load-format"), std::string::npos) << command << ": " << bad.err;
+  }
+}
+
 TEST(Cli, BenchSubmitDryRunShowsThePayloadAndRunsNothing) {
   // No gh on this PATH: a dry run must not need it.
   Output o = helium("bench --device cpu -t 2 --contexts 16 --tokens 4 --prefill 0 --runs 1 --submit --dry-run");
