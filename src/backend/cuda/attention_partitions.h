@@ -41,7 +41,9 @@ struct PartitionTiers {
   int small_end = 2048;   // 64-key partitions up to here
   int medium_end = 4096;  // 128
   int large_end = 16384;  // 256; kMaxPartitionKeys beyond
-  int tiny_end = 0;       // 32-key partitions up to here (0: none; the first tier whatever the others say)
+  // 32-key partitions up to here (0: none; the first tier whatever the others say). Last, so that the
+  // {small, medium, large} initialisers keep their meaning.
+  int tiny_end = 0;
 };
 
 HELIUM_HOST_DEVICE int partition_keys(int n_keys, const PartitionTiers& t) {

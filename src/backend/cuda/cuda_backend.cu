@@ -203,8 +203,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   m.ctx.lt_workspace_bytes = o.cublas_workspace_bytes;
   if (const char* parts = std::getenv("HELIUM_CUDA_ATTN_PARTITIONS"); parts != nullptr && *parts) {
     if (!cuda::parse_partition_tiers(parts, m.ctx.attention_tiers))
-      return Status::error("HELIUM_CUDA_ATTN_PARTITIONS must be '[tiny_end,]small_end,medium_end[,large_end]' (keys, 0 "
-                           "<= tiny <= small <= medium <= large), not '" + std::string(parts) + "'");
+      return Status::error(
+          "HELIUM_CUDA_ATTN_PARTITIONS must be '[tiny_end,]small_end,medium_end[,large_end]' (keys, 0 <= "
+          "tiny <= small <= medium <= large), not '" + std::string(parts) + "'");
   }
   // Decode attention's K/V ring: chosen per launch (attention.cu) unless HELIUM_CUDA_ATTN_RING=wide forces
   // the wide one (for comparisons); HELIUM_CUDA_ATTN_SMEM_PAD_KB pads its blocks' shared memory (diagnostic).
