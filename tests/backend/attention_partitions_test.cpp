@@ -14,16 +14,9 @@ TEST(AttentionPartitions, SizesAndCountsAtTheTierEdges) {
   const PartitionTiers t;  // 64 keys up to 2K, 128 up to 4K, 256 up to 16K, 512 beyond
   const struct {
     int keys, partition_keys, partitions;
-  } cases[] = {{1, 64, 1},
-               {64, 64, 1},
-               {65, 64, 2},
-               {2048, 64, 32},
-               {2049, 128, 17},
-               {4096, 128, 32},
-               {4097, 256, 17},
-               {16384, 256, 64},
-               {16385, kMaxPartitionKeys, 33},
-               {32768, kMaxPartitionKeys, 64}};
+  } cases[] = {{1, 64, 1},       {64, 64, 1},         {65, 64, 2},          {2048, 64, 32},
+               {2049, 128, 17},  {4096, 128, 32},     {4097, 256, 17},      {16384, 256, 64},
+               {16385, kMaxPartitionKeys, 33},        {32768, kMaxPartitionKeys, 64}};
   for (const auto& c : cases) {
     EXPECT_EQ(partition_keys(c.keys, t), c.partition_keys) << c.keys << " keys";
     EXPECT_EQ(partition_count(c.keys, t), c.partitions) << c.keys << " keys";
