@@ -1071,6 +1071,8 @@ TEST(CudaBackendEnvironment, MalformedSwitchesAreRefusedByName) {
                {"HELIUM_CUDA_ATTN_PARTITIONS", "0,8,4", "0,8,16"},
                {"HELIUM_CUDA_ATTN_PARTITIONS", "64,128x", "64,128"},
                {"HELIUM_CUDA_ATTN_PARTITIONS", "64,128,512,9", "64,128,512"},
+               {"HELIUM_CUDA_ATTN_PARTITIONS", "4096,2048,4096,16384", "1024,2048,4096,16384"},
+               {"HELIUM_CUDA_ATTN_PARTITIONS", "32,64,128,512,1024", "32,64,128,512"},
                {"HELIUM_CUDA_ATTN_RING", "deep", "wide"},
                {"HELIUM_CUDA_ATTN_SMEM_PAD_KB", "65", "8"},
                {"HELIUM_CUDA_ATTN_SPREAD", "wide", "off"},
