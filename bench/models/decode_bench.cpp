@@ -364,16 +364,22 @@ int run(int argc, char** argv) {
       constexpr int kEvents = CudaBackend::kAttentionTraceEvents;
       std::vector<std::vector<double>> since_start(kEvents);
       uint64_t first = UINT64_MAX, last = 0;
+      std::vector<double> after_wait;  // each block's wait to its partials: the slowest is the merge's wait
       for (size_t b = 0; b + kEvents <= t.size(); b += kEvents) {
         if (t[b] == 0 || t[b + kEvents - 1] == 0) continue;  // not run, or past its row's keys
         first = std::min(first, t[b]);
         last = std::max(last, t[b + kEvents - 1]);
+        after_wait.push_back((static_cast<double>(t[b + kEvents - 1]) - t[b + 2]) / 1e3);
         for (int e = 1; e < kEvents; ++e) since_start[e].push_back((static_cast<double>(t[b + e]) - t[b]) / 1e3);
       }
       if (!since_start[1].empty()) {
         static const char* kNames[kEvents] = {"start", "slots", "wait", "first_chunk", "k_done", "softmax_done",
                                               "v_done", "partials"};
-        nlohmann::json trace = {{"blocks", since_start[1].size()}, {"first_start_to_last_partials_us", (last - first) / 1e3}};
+        const double slowest = *std::max_element(after_wait.begin(), after_wait.end());
+        nlohmann::json trace = {{"blocks", since_start[1].size()},
+                                {"first_start_to_last_partials_us", (last - first) / 1e3},
+                                {"wait_to_partials_median_us", median(after_wait)},
+                                {"wait_to_partials_max_us", slowest}};
         std::printf("          attention trace (last layer, %zu blocks), us from a block's start (median):",
                     since_start[1].size());
         for (int e = 1; e < kEvents; ++e) {
@@ -381,7 +387,8 @@ int run(int argc, char** argv) {
           trace[kNames[e]] = at;
           std::printf(" %s %.2f", kNames[e], at);
         }
-        std::printf("; first start to last partials %.2f\n", (last - first) / 1e3);
+        std::printf("; first start to last partials %.2f; wait to partials %.2f, slowest block %.2f\n",
+                    (last - first) / 1e3, median(after_wait), slowest);
         j["decode"].back()["attention_trace"] = trace;
       }
     }
