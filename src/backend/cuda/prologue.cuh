@@ -10,22 +10,19 @@
 
 namespace helium::cuda {
 
-// q head h (h < n_heads) or k head h - n_heads of `row`, in place, and a k head into the K cache. All 32
-// lanes of one warp call it. partial (kRmsLanes floats) and head (head_dim floats): the warp's shared
-// memory. norm_w(i) and freq(i): the head's norm weight i as f32 and the rotary frequency i (the kernel
-// reads them from shared memory where it loaded them early, the projection from global memory).
-template <class NormW, class Freq>
-__device__ __forceinline__ void prologue_qk_head(const PrologueArgs& a, int h, int64_t row, float* partial, float* head,
-                                                 NormW norm_w, Freq freq) {
+// The rest of q head h (h < n_heads) or k head h - n_heads of `row` once its values are in `head`:
+// normalised, rotated pair by pair (rotate(i, a, b): rope_pair of pair i, or rope_rotate by its angle taken
+// earlier — the same bits), back into q or k in place and, for a k head, into the K cache at `slot`. All 32
+// lanes of one warp call it after a __syncwarp that makes `head` visible. partial (kRmsLanes floats) and head
+// (head_dim floats): the warp's shared memory; norm_w(i): the head's norm weight i as f32.
+template <class NormW, class Rotate>
+__device__ __forceinline__ void prologue_qk_finish(const PrologueArgs& a, int h, int64_t row, int64_t slot,
+                                                   float* partial, float* head, NormW norm_w, Rotate rotate) {
   const int lane = static_cast<int>(threadIdx.x & 31);
   const bool is_q = h < a.n_heads;
   const void* norm = is_q ? a.q_norm : a.k_norm;
-  const float pos = static_cast<float>(a.positions[row]);
   const int64_t kv_dim = int64_t{a.n_kv_heads} * a.head_dim;
   float* x = is_q ? a.q + (row * a.n_heads + h) * a.head_dim : a.k + row * kv_dim + int64_t{h - a.n_heads} * a.head_dim;
-  // From the L2: another block may have written the head in the same launch (the projection's stores).
-  for (int i = lane; i < a.head_dim; i += 32) head[i] = __ldcg(x + i);  // one coalesced read of the head
-  __syncwarp();
   if (norm != nullptr) {
     for (int v = lane; v < kRmsLanes; v += 32) partial[v] = rms_partial(head, a.head_dim, v);
     __syncwarp();
@@ -33,14 +30,31 @@ __device__ __forceinline__ void prologue_qk_head(const PrologueArgs& a, int h, i
     for (int i = lane; i < a.head_dim; i += 32) head[i] = rms_apply(head[i], scale, norm_w(i), false);
     __syncwarp();
   }
-  for (int i = lane; i < a.half; i += 32) rope_pair(head[i], head[i + a.half], pos, freq(i), a.scaling);
+  for (int i = lane; i < a.half; i += 32) rotate(i, head[i], head[i + a.half]);
   __syncwarp();
-  const int64_t slot = a.slots[row];
   for (int i = lane; i < a.head_dim; i += 32) {
     x[i] = head[i];
     if (!is_q) store_cache(a.k_cache, a.bf16_cache, slot * kv_dim + int64_t{h - a.n_heads} * a.head_dim + i, head[i]);
   }
   __syncwarp();  // head and partial are free again
+}
+
+// q head h (h < n_heads) or k head h - n_heads of `row`, in place, and a k head into the K cache: the head
+// read from the L2 into `head`, then prologue_qk_finish. norm_w(i) and freq(i): the head's norm weight i as
+// f32 and the rotary frequency i.
+template <class NormW, class Freq>
+__device__ __forceinline__ void prologue_qk_head(const PrologueArgs& a, int h, int64_t row, float* partial, float* head,
+                                                 NormW norm_w, Freq freq) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const bool is_q = h < a.n_heads;
+  const float pos = static_cast<float>(a.positions[row]);
+  const int64_t kv_dim = int64_t{a.n_kv_heads} * a.head_dim;
+  const float* x = is_q ? a.q + (row * a.n_heads + h) * a.head_dim : a.k + row * kv_dim + int64_t{h - a.n_heads} * a.head_dim;
+  // From the L2: another block may have written the head in the same launch (the projection's stores).
+  for (int i = lane; i < a.head_dim; i += 32) head[i] = __ldcg(x + i);  // one coalesced read of the head
+  __syncwarp();
+  prologue_qk_finish(a, h, row, is_q ? 0 : int64_t{a.slots[row]}, partial, head, norm_w,
+                     [&](int i, float& x0, float& x1) { rope_pair(x0, x1, pos, freq(i), a.scaling); });
 }
 
 // v head hv of `row` into the V cache (as it is, with store_cache's rounding). One warp.

@@ -440,60 +440,68 @@ TEST(CudaLayerStreamTest, LayerStreamIsTheKernelPerOpSequence) {
 
 TEST_F(CudaFusedTest, QkNormRopeKvWriteIsTheSequence) {
   std::mt19937 rng(44);
-  const int n_heads = 8, n_kv = 2, head_dim = 128, max_rows = 70;
-  const int64_t q_dim = n_heads * head_dim, kv_dim = n_kv * head_dim, slots_total = 256;
-  std::vector<float> inv_freq(head_dim / 4);  // rot_dim = head_dim / 2: the last half of each head passes
-  for (size_t i = 0; i < inv_freq.size(); ++i)
-    inv_freq[i] = std::pow(10000.0f, -2.0f * static_cast<float>(i) / static_cast<float>(head_dim / 2));
-  const Tensor inv = upload(inv_freq, DType::F32, {static_cast<int64_t>(inv_freq.size())});
-  const RopeParams rope{head_dim, head_dim / 2, 1.25f};
-  const std::vector<float> qv = random_reals(rng, static_cast<size_t>(max_rows * q_dim), -3.0f, 3.0f);
-  const std::vector<float> kv = random_reals(rng, static_cast<size_t>(max_rows * kv_dim), -3.0f, 3.0f);
-  const Tensor v = upload(random_reals(rng, static_cast<size_t>(max_rows * kv_dim)), DType::F32, {max_rows, kv_dim});
-  const Tensor q_norm = upload(random_reals(rng, head_dim, 0.5f, 1.5f), DType::BF16, {head_dim});
-  const Tensor k_norm = upload(random_reals(rng, head_dim, 0.5f, 1.5f), DType::BF16, {head_dim});
-  for (bool with_norm : {true, false})
-    for (DType cache_dtype : {DType::BF16, DType::F32})
-      for (int rows : {1, 5, 70}) {
-        std::vector<int32_t> posi(static_cast<size_t>(rows)), sloti(static_cast<size_t>(rows));
-        for (int r = 0; r < rows; ++r) {
-          posi[static_cast<size_t>(r)] = 1000 + 37 * r;
-          sloti[static_cast<size_t>(r)] = (r * 53 + 11) % static_cast<int>(slots_total);
-        }
-        const Tensor positions = zeros({rows}, DType::I32), slots = zeros({rows}, DType::I32);
-        backend_->copy_to_device(positions, posi.data());
-        backend_->copy_to_device(slots, sloti.data());
-        Tensor results[2][4];  // [unfused, fused][q, k, k_cache, v_cache]
-        for (int fused = 0; fused < 2; ++fused) {
-          Tensor q = upload(qv, DType::F32, {max_rows, q_dim}).first_rows(rows);
-          Tensor k = upload(kv, DType::F32, {max_rows, kv_dim}).first_rows(rows);
-          Tensor kc = zeros({slots_total, kv_dim}, cache_dtype), vc = zeros({slots_total, kv_dim}, cache_dtype);
-          const Tensor qn = with_norm ? q_norm : Tensor(), kn = with_norm ? k_norm : Tensor();
-          if (fused) {
-            backend_->qk_norm_rope_kv_write(q, k, v.first_rows(rows), qn, kn, 1e-6f, n_heads, n_kv, positions, inv, rope,
-                                            slots, kc, vc);
-          } else {  // the base class's sequence of unfused ops on the same backend
-            backend_->Backend::qk_norm_rope_kv_write(q, k, v.first_rows(rows), qn, kn, 1e-6f, n_heads, n_kv, positions,
-                                                     inv, rope, slots, kc, vc);
+  // 64-256: the kernel's head in registers (up to 256 elements); 80: a head the lanes do not divide; 320: the
+  // longer head's path through shared memory.
+  for (const int head_dim : {128, 64, 80, 256, 320}) {
+    const int n_heads = 8, n_kv = 2, max_rows = 70;
+    const int64_t q_dim = n_heads * head_dim, kv_dim = n_kv * head_dim, slots_total = 256;
+    std::vector<float> inv_freq(head_dim / 4);  // rot_dim = head_dim / 2: the last half of each head passes
+    for (size_t i = 0; i < inv_freq.size(); ++i)
+      inv_freq[i] = std::pow(10000.0f, -2.0f * static_cast<float>(i) / static_cast<float>(head_dim / 2));
+    const Tensor inv = upload(inv_freq, DType::F32, {static_cast<int64_t>(inv_freq.size())});
+    const RopeParams rope{head_dim, head_dim / 2, 1.25f};
+    const std::vector<float> qv = random_reals(rng, static_cast<size_t>(max_rows * q_dim), -3.0f, 3.0f);
+    const std::vector<float> kv = random_reals(rng, static_cast<size_t>(max_rows * kv_dim), -3.0f, 3.0f);
+    const Tensor v =
+        upload(random_reals(rng, static_cast<size_t>(max_rows * kv_dim)), DType::F32, {max_rows, kv_dim});
+    const Tensor q_norm = upload(random_reals(rng, head_dim, 0.5f, 1.5f), DType::BF16, {head_dim});
+    const Tensor k_norm = upload(random_reals(rng, head_dim, 0.5f, 1.5f), DType::BF16, {head_dim});
+    for (bool with_norm : {true, false})
+      for (DType cache_dtype : {DType::BF16, DType::F32})
+        for (int rows : {1, 5, 70}) {
+          std::vector<int32_t> posi(static_cast<size_t>(rows)), sloti(static_cast<size_t>(rows));
+          for (int r = 0; r < rows; ++r) {
+            posi[static_cast<size_t>(r)] = 1000 + 37 * r;
+            sloti[static_cast<size_t>(r)] = (r * 53 + 11) % static_cast<int>(slots_total);
           }
-          results[fused][0] = q;
-          results[fused][1] = k;
-          results[fused][2] = kc;
-          results[fused][3] = vc;
+          const Tensor positions = zeros({rows}, DType::I32), slots = zeros({rows}, DType::I32);
+          backend_->copy_to_device(positions, posi.data());
+          backend_->copy_to_device(slots, sloti.data());
+          Tensor results[2][4];  // [unfused, fused][q, k, k_cache, v_cache]
+          for (int fused = 0; fused < 2; ++fused) {
+            Tensor q = upload(qv, DType::F32, {max_rows, q_dim}).first_rows(rows);
+            Tensor k = upload(kv, DType::F32, {max_rows, kv_dim}).first_rows(rows);
+            Tensor kc = zeros({slots_total, kv_dim}, cache_dtype),
+                   vc = zeros({slots_total, kv_dim}, cache_dtype);
+            const Tensor qn = with_norm ? q_norm : Tensor(), kn = with_norm ? k_norm : Tensor();
+            if (fused) {
+              backend_->qk_norm_rope_kv_write(q, k, v.first_rows(rows), qn, kn, 1e-6f, n_heads, n_kv,
+                                              positions, inv, rope, slots, kc, vc);
+            } else {  // the base class's sequence of unfused ops on the same backend
+              backend_->Backend::qk_norm_rope_kv_write(q, k, v.first_rows(rows), qn, kn, 1e-6f, n_heads, n_kv,
+                                                       positions, inv, rope, slots, kc, vc);
+            }
+            results[fused][0] = q;
+            results[fused][1] = k;
+            results[fused][2] = kc;
+            results[fused][3] = vc;
+          }
+          const char* names[] = {"q", "k", "k_cache", "v_cache"};
+          for (int t = 0; t < 4; ++t)
+            EXPECT_EQ(first_difference(download(results[0][t]), download(results[1][t])), -1)
+                << names[t] << ", head_dim " << head_dim << ", " << rows << " rows, norm " << with_norm
+                << ", cache " << dtype_name(cache_dtype);
         }
-        const char* names[] = {"q", "k", "k_cache", "v_cache"};
-        for (int t = 0; t < 4; ++t)
-          EXPECT_EQ(first_difference(download(results[0][t]), download(results[1][t])), -1)
-              << names[t] << ", " << rows << " rows, norm " << with_norm << ", cache " << dtype_name(cache_dtype);
-      }
+  }
 }
 
 // rms_norm_qkv_attention on decode rows (1-4, HELIUM_CUDA_QKV_PROLOGUE=on: the q/k/v projection does the
-// attention prologue in its stores, the last item stored of each head normalising, rotating and caching it) against the base class's sequence
-// rms_norm_matmul_split then qk_norm_rope_attention on the same backend: the attention output, q and k as
-// left, and both caches bitwise; with and without q/k norms and the projection's bias, partial rotary, BF16
-// and F32 caches, head dims 64 / 128 / 256; the per-head counters reset themselves (each case runs the
-// fused op twice); 5 rows take the two ops (the count of fused projections says which path ran).
+// attention prologue in its stores, the last item stored of each head normalising, rotating and caching it)
+// against the base class's sequence rms_norm_matmul_split then qk_norm_rope_attention on the same backend:
+// the attention output, q and k as left, and both caches bitwise; with and without q/k norms and the
+// projection's bias, partial rotary, BF16 and F32 caches, head dims 64 / 128 / 256; the per-head counters
+// reset themselves (each case runs the fused op twice); 5 rows take the two ops (the count of fused
+// projections says which path ran).
 TEST_F(CudaFusedTest, RmsNormQkvAttentionIsTheSequence) {
   create_backend("HELIUM_CUDA_QKV_PROLOGUE", "on");
   std::mt19937 rng(47);
