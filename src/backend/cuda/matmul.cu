@@ -211,14 +211,18 @@ struct DecodeParams {
   unsigned long long* trace;  // Context::matmul_trace, or null
 };
 
+// Where output (row, feature) lives: the split that holds the feature.
+__device__ __forceinline__ float* output_at(const DecodeParams& p, int64_t row, int64_t feature) {
+  int i = 0;
+  int64_t begin = 0;
+  while (i + 1 < p.splits && feature >= p.split_end[i]) begin = p.split_end[i++];
+  return p.y[i] + row * (p.split_end[i] - begin) + (feature - begin);
+}
 // prior: the output's value before this op when accumulating (read earlier by the caller), else it is read here.
 // Returns the value stored.
 __device__ __forceinline__ float store_output(const DecodeParams& p, int64_t row, int64_t feature, float v,
                                               const float* prior = nullptr) {
-  int i = 0;
-  int64_t begin = 0;
-  while (i + 1 < p.splits && feature >= p.split_end[i]) begin = p.split_end[i++];
-  float* out = p.y[i] + row * (p.split_end[i] - begin) + (feature - begin);
+  float* out = output_at(p, row, feature);
   const float stored = p.accumulate ? __fadd_rn(prior != nullptr ? *prior : *out, v) : v;
   *out = stored;
   return stored;
@@ -638,29 +642,8 @@ __device__ __forceinline__ void mma_store_tile(const DecodeParams& p, int block,
     y0 = __fmul_rn(row_scale[row], y0);
     y1 = __fmul_rn(row_scale[row], y1);
   }
-  if (p.next_split != nullptr) {  // a norm handoff's producer (one accumulating output, never pairs)
-    const int64_t f = int64_t{block} * kMmaFeatures + (lane >> 2);
-    float v0 = 0.0f, v1 = 0.0f;
-    if (live && f < p.n)
-      v0 = store_output(p, row, f, p.bias != nullptr ? __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, f)) : y0);
-    if (live && f + 8 < p.n)
-      v1 = store_output(p, row, f + 8, p.bias != nullptr ? __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, f + 8)) : y1);
-    float sq = __fmaf_rn(v1, v1, __fmul_rn(v0, v0));  // the 16 features of the item, a fixed tree:
-#pragma unroll
-    for (int o = 4; o <= 16; o <<= 1) sq = __fadd_rn(sq, __shfl_xor_sync(0xffffffffu, sq, o));
-    if (!live) return;
-    if ((lane >> 2) == 0) p.next_sq[row * p.feature_blocks + block] = sq;
-    const float w0 = f < p.n ? load_as_f32(p.next_norm_w, f, p.next_norm_dtype) : 0.0f;
-    const float w1 = f + 8 < p.n ? load_as_f32(p.next_norm_w, f + 8, p.next_norm_dtype) : 0.0f;
-    __nv_bfloat16* hi = p.next_split + 2 * row * p.n;
-    __nv_bfloat16* lo = hi + p.n;
-    if (f < p.n) split_bf16(__fmul_rn(v0, p.next_zero_centred ? __fadd_rn(1.0f, w0) : w0), hi[f], lo[f]);
-    if (f + 8 < p.n)
-      split_bf16(__fmul_rn(v1, p.next_zero_centred ? __fadd_rn(1.0f, w1) : w1), hi[f + 8], lo[f + 8]);
-    return;
-  }
-  if (!live) return;
   if (pairs) {  // y0 the gate, y1 the up of one position
+    if (!live) return;
     const int64_t position = int64_t{block} * (kMmaFeatures / 2) + (lane >> 2);
     if (position < p.half_n) {
       if (p.bias != nullptr) {
@@ -672,12 +655,47 @@ __device__ __forceinline__ void mma_store_tile(const DecodeParams& p, int block,
       if (p.act_split != nullptr)  // split_x_kernel's split of a, for the down projection
         split_bf16(a, p.act_split[2 * row * p.half_n + position], p.act_split[(2 * row + 1) * p.half_n + position]);
     }
-  } else {
-    const int64_t f = int64_t{block} * kMmaFeatures + (lane >> 2);
-    if (f < p.n) store_output(p, row, f, p.bias != nullptr ? __fadd_rn(y0, bias_at(p.bias, p.bias_dtype, f)) : y0);
-    if (f + 8 < p.n)
-      store_output(p, row, f + 8, p.bias != nullptr ? __fadd_rn(y1, bias_at(p.bias, p.bias_dtype, f + 8)) : y1);
+    return;
   }
+  // Every load the stores need — the residual's prior values, the bias, a handoff producer's next norm
+  // weights — issued together before the first store, so that the item's end waits on one L2 round trip:
+  // behind stores the compiler cannot tell apart from them, the loads of store_output (the residual of
+  // feature f, then of f + 8) and the weights after them were issued one after another. On an H100
+  // (Qwen3-8B shape, 256 tokens, three rounds back to back; docs/benchmarks.md, forty-third session) 1K
+  // decoded at 182.71 / 182.19 / 182.67 tok/s against 182.09 / 182.33 / 182.25, 32K at 142.98 / 142.91 /
+  // 142.42 against 142.10 / 142.59 / 142.66: level or a little faster, the same bits.
+  const int64_t f = int64_t{block} * kMmaFeatures + (lane >> 2);
+  const bool has0 = live && f < p.n, has1 = live && f + 8 < p.n;
+  float* out0 = has0 ? output_at(p, row, f) : nullptr;
+  float* out1 = has1 ? output_at(p, row, f + 8) : nullptr;
+  const float prior0 = has0 && p.accumulate ? *out0 : 0.0f;
+  const float prior1 = has1 && p.accumulate ? *out1 : 0.0f;
+  const float b0 = has0 && p.bias != nullptr ? bias_at(p.bias, p.bias_dtype, f) : 0.0f;
+  const float b1 = has1 && p.bias != nullptr ? bias_at(p.bias, p.bias_dtype, f + 8) : 0.0f;
+  const bool producer = p.next_split != nullptr;  // a norm handoff's producer (one accumulating output)
+  const float w0 = producer && has0 ? load_as_f32(p.next_norm_w, f, p.next_norm_dtype) : 0.0f;
+  const float w1 = producer && has1 ? load_as_f32(p.next_norm_w, f + 8, p.next_norm_dtype) : 0.0f;
+  // store_output's arithmetic: + bias, then + the prior value when accumulating.
+  auto store = [&](float* out, float y, float bias, float prior) {
+    if (p.bias != nullptr) y = __fadd_rn(y, bias);
+    const float stored = p.accumulate ? __fadd_rn(prior, y) : y;
+    *out = stored;
+    return stored;
+  };
+  float v0 = 0.0f, v1 = 0.0f;
+  if (has0) v0 = store(out0, y0, b0, prior0);
+  if (has1) v1 = store(out1, y1, b1, prior1);
+  if (!producer) return;
+  float sq = __fmaf_rn(v1, v1, __fmul_rn(v0, v0));  // the 16 features of the item, a fixed tree:
+#pragma unroll
+  for (int o = 4; o <= 16; o <<= 1) sq = __fadd_rn(sq, __shfl_xor_sync(0xffffffffu, sq, o));
+  if (!live) return;
+  if ((lane >> 2) == 0) p.next_sq[row * p.feature_blocks + block] = sq;
+  __nv_bfloat16* hi = p.next_split + 2 * row * p.n;
+  __nv_bfloat16* lo = hi + p.n;
+  if (f < p.n) split_bf16(__fmul_rn(v0, p.next_zero_centred ? __fadd_rn(1.0f, w0) : w0), hi[f], lo[f]);
+  if (f + 8 < p.n)
+    split_bf16(__fmul_rn(v1, p.next_zero_centred ? __fadd_rn(1.0f, w1) : w1), hi[f + 8], lo[f + 8]);
 }
 
 // A norm handoff consumer's scale of row r (DecodeParams::row_sq): lane l sums items l, l + 32, ... in order,
