@@ -22,8 +22,9 @@ namespace {
 // only the entries it writes (the same i = lane + 32 j throughout, also in prologue_qk_finish): no barrier
 // between them. Until the forty-third session the slot was read after the rotation and the v values after the
 // k head's stores, each its own round trip on the k blocks' path, which the partition kernel's wait sits
-// behind: on an H100 (Qwen3-8B shape, 256 tokens, three rounds back to back; docs/benchmarks.md) 1K decoded
-// at 181.44 / 182.04 / 181.85 tok/s against 180.75 / 180.82 / 181.37 before (8K and 32K level).
+// behind: on an H100 (Qwen3-8B shape, 256 tokens, three rounds back to back; docs/benchmarks.md, forty-third
+// session) 1K decoded at 181.44 / 182.04 / 181.85 tok/s against 180.75 / 180.82 / 181.37 before (8K and 32K
+// level; measured beside a partition-kernel change that was level alone and was dropped).
 // early_trigger: the next kernel may launch before this one's wait (Context::prologue_early_trigger).
 constexpr int kPrologueRegs = 8;
 __global__ void __launch_bounds__(32) qk_norm_rope_kv_write_kernel(const PrologueArgs a, bool early_trigger) {
