@@ -376,9 +376,10 @@ int run(int argc, char** argv) {
         static const char* kNames[kEvents] = {"start", "slots", "wait", "first_chunk", "k_done", "softmax_done",
                                               "v_done", "partials"};
         const double slowest = *std::max_element(after_wait.begin(), after_wait.end());
+        const double typical = median(after_wait);
         nlohmann::json trace = {{"blocks", since_start[1].size()},
                                 {"first_start_to_last_partials_us", (last - first) / 1e3},
-                                {"wait_to_partials_median_us", median(after_wait)},
+                                {"wait_to_partials_median_us", typical},
                                 {"wait_to_partials_max_us", slowest}};
         std::printf("          attention trace (last layer, %zu blocks), us from a block's start (median):",
                     since_start[1].size());
@@ -388,7 +389,7 @@ int run(int argc, char** argv) {
           std::printf(" %s %.2f", kNames[e], at);
         }
         std::printf("; first start to last partials %.2f; wait to partials %.2f, slowest block %.2f\n",
-                    (last - first) / 1e3, median(after_wait), slowest);
+                    (last - first) / 1e3, typical, slowest);
         j["decode"].back()["attention_trace"] = trace;
       }
     }

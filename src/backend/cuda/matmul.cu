@@ -220,12 +220,15 @@ __device__ __forceinline__ float* output_at(const DecodeParams& p, int64_t row, 
 }
 // prior: the output's value before this op when accumulating (read earlier by the caller), else it is read here.
 // Returns the value stored.
-__device__ __forceinline__ float store_output(const DecodeParams& p, int64_t row, int64_t feature, float v,
-                                              const float* prior = nullptr) {
-  float* out = output_at(p, row, feature);
+__device__ __forceinline__ float store_output_at(const DecodeParams& p, float* out, float v,
+                                                 const float* prior) {
   const float stored = p.accumulate ? __fadd_rn(prior != nullptr ? *prior : *out, v) : v;
   *out = stored;
   return stored;
+}
+__device__ __forceinline__ float store_output(const DecodeParams& p, int64_t row, int64_t feature, float v,
+                                              const float* prior = nullptr) {
+  return store_output_at(p, output_at(p, row, feature), v, prior);
 }
 
 // This block's %globaltimer stamp of `event` into Context::matmul_trace (thread 0; nothing without a trace).
@@ -675,16 +678,9 @@ __device__ __forceinline__ void mma_store_tile(const DecodeParams& p, int block,
   const bool producer = p.next_split != nullptr;  // a norm handoff's producer (one accumulating output)
   const float w0 = producer && has0 ? load_as_f32(p.next_norm_w, f, p.next_norm_dtype) : 0.0f;
   const float w1 = producer && has1 ? load_as_f32(p.next_norm_w, f + 8, p.next_norm_dtype) : 0.0f;
-  // store_output's arithmetic: + bias, then + the prior value when accumulating.
-  auto store = [&](float* out, float y, float bias, float prior) {
-    if (p.bias != nullptr) y = __fadd_rn(y, bias);
-    const float stored = p.accumulate ? __fadd_rn(prior, y) : y;
-    *out = stored;
-    return stored;
-  };
   float v0 = 0.0f, v1 = 0.0f;
-  if (has0) v0 = store(out0, y0, b0, prior0);
-  if (has1) v1 = store(out1, y1, b1, prior1);
+  if (has0) v0 = store_output_at(p, out0, p.bias != nullptr ? __fadd_rn(y0, b0) : y0, &prior0);
+  if (has1) v1 = store_output_at(p, out1, p.bias != nullptr ? __fadd_rn(y1, b1) : y1, &prior1);
   if (!producer) return;
   float sq = __fmaf_rn(v1, v1, __fmul_rn(v0, v0));  // the 16 features of the item, a fixed tree:
 #pragma unroll

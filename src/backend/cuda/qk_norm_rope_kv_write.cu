@@ -18,13 +18,14 @@ namespace {
 // angles of the row's position (rope_angle, into shared memory) and the row's K/V slot (positions and slots
 // are step inputs, copied before the step's first kernel, as decode attention's layout is). After it one L2
 // round trip: the head's values, and a k head's v values with them, read into registers at once
-// (kPrologueRegs a lane, head_dim up to 256; a longer head reads through shared memory). Each lane reads back
-// only the entries it writes (the same i = lane + 32 j throughout, also in prologue_qk_finish): no barrier
-// between them. Until the forty-third session the slot was read after the rotation and the v values after the
-// k head's stores, each its own round trip on the k blocks' path, which the partition kernel's wait sits
-// behind: on an H100 (Qwen3-8B shape, 256 tokens, three rounds back to back; docs/benchmarks.md, forty-third
-// session) 1K decoded at 181.44 / 182.04 / 181.85 tok/s against 180.75 / 180.82 / 181.37 before (8K and 32K
-// level; measured beside a partition-kernel change that was level alone and was dropped).
+// (kPrologueRegs a lane, head_dim up to 256; a longer head takes prologue_qk_head and prologue_v_head, whose
+// loads follow one another). Each lane reads back only the entries it writes (the same i = lane + 32 j
+// throughout, also in prologue_qk_finish): no barrier between them. Until the forty-third session the slot
+// was read after the rotation and the v values after the k head's stores, each its own round trip on the k
+// blocks' path, which the partition kernel's wait sits behind: on an H100 (Qwen3-8B shape, 256 tokens, three
+// rounds back to back; docs/benchmarks.md, forty-third session) 1K decoded at 181.44 / 182.04 / 181.85 tok/s
+// against 180.75 / 180.82 / 181.37 before (8K and 32K level; measured beside a partition-kernel change that
+// was level alone and was dropped).
 // early_trigger: the next kernel may launch before this one's wait (Context::prologue_early_trigger).
 constexpr int kPrologueRegs = 8;
 __global__ void __launch_bounds__(32) qk_norm_rope_kv_write_kernel(const PrologueArgs a, bool early_trigger) {
@@ -49,41 +50,38 @@ __global__ void __launch_bounds__(32) qk_norm_rope_kv_write_kernel(const Prologu
   pdl_wait();  // launched as a programmatic dependent: the previous kernel's writes are visible after this
   if (!early_trigger) pdl_launch_dependents();
 
-  const int64_t kv_dim = int64_t{a.n_kv_heads} * a.head_dim;
   const int hv = h - a.n_heads;
+  if (a.head_dim > 32 * kPrologueRegs) {  // a longer head: the shared loops (rope_pair: the same bits)
+    prologue_qk_head(
+        a, h, row, partial, head, [&](int i) { return norm_w[i]; }, [&](int i) { return a.inv_freq[i]; });
+    if (!is_q) prologue_v_head(a, hv, row);
+    return;
+  }
+  const int64_t kv_dim = int64_t{a.n_kv_heads} * a.head_dim;
   // From the L2: the projection wrote them.
   const float* x = is_q ? a.q + (row * a.n_heads + h) * a.head_dim : a.k + row * kv_dim + int64_t{hv} * a.head_dim;
   const float* v = is_q ? nullptr : a.v + row * kv_dim + int64_t{hv} * a.head_dim;
-  float v_regs[kPrologueRegs];
-  if (a.head_dim <= 32 * kPrologueRegs) {
-    float x_regs[kPrologueRegs];
+  float x_regs[kPrologueRegs], v_regs[kPrologueRegs];
 #pragma unroll
-    for (int j = 0; j < kPrologueRegs; ++j) {
-      const int i = lane + 32 * j;
-      if (i < a.head_dim) {
-        x_regs[j] = __ldcg(x + i);
-        if (!is_q) v_regs[j] = __ldcg(v + i);
-      }
+  for (int j = 0; j < kPrologueRegs; ++j) {
+    const int i = lane + 32 * j;
+    if (i < a.head_dim) {
+      x_regs[j] = __ldcg(x + i);
+      if (!is_q) v_regs[j] = __ldcg(v + i);
     }
-#pragma unroll
-    for (int j = 0; j < kPrologueRegs; ++j)
-      if (lane + 32 * j < a.head_dim) head[lane + 32 * j] = x_regs[j];
-  } else {
-    for (int i = lane; i < a.head_dim; i += 32) head[i] = __ldcg(x + i);
   }
+#pragma unroll
+  for (int j = 0; j < kPrologueRegs; ++j)
+    if (lane + 32 * j < a.head_dim) head[lane + 32 * j] = x_regs[j];
   __syncwarp();
   prologue_qk_finish(a, h, row, slot, partial, head, [&](int i) { return norm_w[i]; },
                      [&](int i, float& x0, float& x1) { rope_rotate(x0, x1, cos_s[i], sin_s[i]); });
   if (is_q) return;
   // The v head into the V cache as it is (store_cache's rounding).
   const int64_t v0 = slot * kv_dim + int64_t{hv} * a.head_dim;
-  if (a.head_dim <= 32 * kPrologueRegs) {
 #pragma unroll
-    for (int j = 0; j < kPrologueRegs; ++j)
-      if (lane + 32 * j < a.head_dim) store_cache(a.v_cache, a.bf16_cache, v0 + lane + 32 * j, v_regs[j]);
-  } else {
-    for (int i = lane; i < a.head_dim; i += 32) store_cache(a.v_cache, a.bf16_cache, v0 + i, __ldcg(v + i));
-  }
+  for (int j = 0; j < kPrologueRegs; ++j)
+    if (lane + 32 * j < a.head_dim) store_cache(a.v_cache, a.bf16_cache, v0 + lane + 32 * j, v_regs[j]);
 }
 
 }  // namespace

@@ -440,8 +440,8 @@ TEST(CudaLayerStreamTest, LayerStreamIsTheKernelPerOpSequence) {
 
 TEST_F(CudaFusedTest, QkNormRopeKvWriteIsTheSequence) {
   std::mt19937 rng(44);
-  // 64-256: the kernel's head in registers (up to 256 elements); 80: a head the lanes do not divide; 320: the
-  // longer head's path through shared memory.
+  // 64-256: the kernel's head in registers (up to 256 elements); 80: a head the lanes do not divide; 320: a
+  // longer head, through prologue_qk_head and prologue_v_head.
   for (const int head_dim : {128, 64, 80, 256, 320}) {
     const int n_heads = 8, n_kv = 2, max_rows = 70;
     const int64_t q_dim = n_heads * head_dim, kv_dim = n_kv * head_dim, slots_total = 256;
