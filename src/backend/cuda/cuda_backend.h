@@ -79,10 +79,13 @@ class CudaBackend final : public Backend {
   // Times decode attention (between a q/k/v projection and o_proj of q_dim-wide BF16 weights as in a decode
   // step: the projection, the q/k prologue, partitions, merge, o_proj; one row in a replayed graph) at each key
   // count from 1,024 to the context with each partition size the reserved scratch allows, and sets the
-  // partition tiers from the timings (cuda::choose_partition_tiers); cached as JSON beside the matmul choice,
-  // keyed by GPU, compute capability, driver, the attention shape, cache type, page size and context. Does
-  // nothing where HELIUM_CUDA_ATTN_PARTITIONS sets the tiers. The tiers change only where a row's partials are
-  // cut: results stay batch-invariant (partition_keys depends on a row's own keys).
+  // partition tiers from the timings (cuda::choose_partition_tiers); then, under those tiers at the fewest
+  // keys, o_proj's ring after attention at 0 and 10 stages, three rounds alternating (Context::oproj_stages,
+  // cuda::choose_oproj_stages; not where HELIUM_CUDA_OPROJ_STAGES sets it). Cached as JSON beside the matmul
+  // choice, keyed by GPU, compute capability, driver, the attention shape, cache type, page size and context.
+  // Does nothing where HELIUM_CUDA_ATTN_PARTITIONS sets the tiers. Neither choice changes a result's bits
+  // beyond where a row's partials are cut: results stay batch-invariant (partition_keys depends on a row's
+  // own keys; every o_proj depth gives the same bits).
   Status tune_attention(const AttentionShape& shape, int64_t hidden, DType kv_dtype, int page_size,
                         int64_t max_context, bool retune) override;
   std::string attention_tuning_cache_path(const AttentionShape& shape, int64_t hidden, DType kv_dtype, int page_size,

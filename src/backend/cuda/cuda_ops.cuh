@@ -229,7 +229,12 @@ struct Context {
   // docs/benchmarks.md, thirty-fifth session) 10 / 0: 1K 181.57 / 180.52, 181.38 / 180.52, 181.40 / 180.70,
   // 8K 170.06 / 169.49, 170.19 / 169.45, 170.34 / 169.60, 32K 141.79 / 142.22 and 141.87; 12 stages (112 KB,
   // no longer beside the partition block) 180.2 at 1K; with the partitions triggering at their start
-  // (so that o_proj launches before the K/V land) 174.2. Not yet timed on an H200.
+  // (so that o_proj launches before the K/V land) 174.2. On an H200 (forty-fourth session, the same
+  // command, 1K / 8K / 32K) 10 / 0: 231.10 / 230.74, 211.03 / 211.40, 179.49 / 178.08; 229.88 / 230.94,
+  // 209.76 / 212.04, 178.30 / 178.04; 229.19 / 231.99, 210.21 / 212.72, 178.47 / 178.51 — the deep ring
+  // loses 0.6% at 1K and 0.8% at 8K there. So this is the depth before tuning: the attention tuner
+  // (CudaBackend::tune_attention) times the chain at its fewest keys with 0 and 10 and keeps the faster past
+  // a tie (cuda::choose_oproj_stages), cached per GPU; HELIUM_CUDA_OPROJ_STAGES set by hand is not tuned.
   int oproj_stages = 10;
   // The one-row instance's blocks per multiprocessor, at most (matmul.cu, one_row_block_smem pads a block's
   // shared memory to hold it there; HELIUM_CUDA_MMA_BLOCKS=1..4). Three: on the H200 (Qwen3-8B shape, 256

@@ -25,7 +25,7 @@ namespace {
 // timed again. 2: among equal rings, the most warps per block; 3: each shape's x-shared row groups timed.
 constexpr int kSelectionRuleRevision = 3;
 // The attention tuner's (timing and rule): a cache written by another revision is timed again.
-constexpr int kAttentionTuneRevision = 2;
+constexpr int kAttentionTuneRevision = 3;
 
 // Puts a Context field back as it was on every way out of the tuner (or to `kept`, where the tuner sets it).
 template <class T>
@@ -195,22 +195,40 @@ cuda::PartitionTiers cuda::choose_partition_tiers(std::span<const PartitionTimin
   return t;
 }
 
-Result<cuda::PartitionTiers> cuda::read_attention_tuning(const nlohmann::json& cache, int64_t max_context,
-                                                         int64_t max_partitions) {
-  PartitionTiers t;
+int cuda::choose_oproj_stages(std::span<const OprojTiming> timed, int current) {
+  float fastest = 1e30f, current_us = -1.0f;
+  int fastest_stages = current;
+  for (const OprojTiming& t : timed) {
+    if (t.us < fastest) fastest = t.us, fastest_stages = t.stages;
+    if (t.stages == current) current_us = t.us;
+  }
+  return current_us >= 0.0f && current_us <= fastest * (1.0f + kOprojTieFraction) ? current : fastest_stages;
+}
+
+Result<cuda::AttentionTuning> cuda::read_attention_tuning(const nlohmann::json& cache, int64_t max_context,
+                                                          int64_t max_partitions) {
+  AttentionTuning tuning;
+  PartitionTiers& t = tuning.tiers;
   try {
     const nlohmann::json& tiers = cache.at("tiers");
     const std::string text = std::to_string(tiers.at("small_end").get<int64_t>()) + "," +
                              std::to_string(tiers.at("medium_end").get<int64_t>()) + "," +
                              std::to_string(tiers.at("large_end").get<int64_t>());
     if (!parse_partition_tiers(text.c_str(), t)) return Status::error("tiers " + text + " out of order or range");
+    if (cache.contains("oproj_stages")) {
+      tuning.oproj_stages = cache.at("oproj_stages").get<int>();
+      if (tuning.oproj_stages != 0 && tuning.oproj_stages != 10 && tuning.oproj_stages != 12 &&
+          tuning.oproj_stages != 16)
+        return Status::error("oproj_stages " + std::to_string(tuning.oproj_stages) +
+                             " is not 0, 10, 12 or 16");
+    }
   } catch (const nlohmann::json::exception& e) {
     return Status::error(e.what());
   }
   if (max_partition_count(max_context, t) > max_partitions)
     return Status::error("tiers give more than " + std::to_string(max_partitions) + " partitions at " +
                          std::to_string(max_context) + " keys");
-  return t;
+  return tuning;
 }
 
 std::string CudaBackend::tuning_cache_path(const std::vector<MatmulShape>& shapes) const {
@@ -367,10 +385,16 @@ Status CudaBackend::tune_attention(const AttentionShape& shape, int64_t hidden, 
   // The partials' scratch was reserved for the tiers in force at creation: no choice may need more.
   const int64_t max_partitions = cuda::max_partition_count(m.options.max_context, m.reserved_tiers);
   const std::string path = attention_tuning_cache_path(shape, hidden, kv_dtype, page_size, max_context);
+  // o_proj's depth set by hand (HELIUM_CUDA_OPROJ_STAGES) is neither timed nor replaced by the cache's.
+  const char* forced_oproj = std::getenv("HELIUM_CUDA_OPROJ_STAGES");
+  const bool time_oproj = forced_oproj == nullptr || *forced_oproj == '\0';
   if (!retune) {
     if (auto cached = read_cache_file(path); cached.has_value()) {
-      if (auto tiers = cuda::read_attention_tuning(*cached, max_context, max_partitions); tiers.is_ok()) {
-        m.ctx.attention_tiers = tiers.value();
+      // A file written while the depth was set by hand has none: timed again when it is not.
+      auto tuning = cuda::read_attention_tuning(*cached, max_context, max_partitions);
+      if (tuning.is_ok() && (!time_oproj || tuning.value().oproj_stages >= 0)) {
+        m.ctx.attention_tiers = tuning.value().tiers;
+        if (time_oproj) m.ctx.oproj_stages = tuning.value().oproj_stages;
         return Status::ok();
       }
     }
@@ -438,17 +462,59 @@ Status CudaBackend::tune_attention(const AttentionShape& shape, int64_t hidden, 
   const RopeParams rope{shape.head_dim, shape.head_dim, 1.0f};
 
   RestoredOnExit<cuda::PartitionTiers> restore{m.ctx.attention_tiers};  // or the choice, once made
+  RestoredOnExit<int> restore_oproj{m.ctx.oproj_stages};
   cudaEvent_t start, stop;
   HELIUM_CUDA_CHECK(cudaEventCreate(&start));
   HELIUM_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<cuda::PartitionTiming> timed;
-  nlohmann::json timings = nlohmann::json::array();
-  Status status = Status::ok();
-  for (int keys : key_counts) {
+  // The chain's layout at `keys` keys (every copy's row that long, writing its last slot).
+  auto set_keys = [&](int keys) {
     for (int c = 0; c < copies; ++c) host[at_write + c] = static_cast<int32_t>(c * copy_slots + keys - 1);
     host[at_prefix] = keys;
     host[at_prefix + 1] = keys - 1;
     copy_to_device(Tensor(dev, DType::I32, {static_cast<int64_t>(host.size())}), host.data());
+  };
+  // µs a layer of the chain at `keys` keys under the Context as it is (tiers, o_proj's depth): captured as a
+  // graph of `calls` layers, replayed once to warm, then the median of five replays.
+  auto time_chain = [&](int keys) -> Result<float> {
+    const int calls = std::max({copies, w_copies, 12});
+    begin_capture();
+    for (int i = 0; i < calls; ++i) {
+      const int c = i % copies;
+      AttentionLayout layout;
+      layout.page_size = page_size;
+      layout.block_tables = Tensor(dev, DType::I32, {copies, pages});
+      layout.row_table = Tensor(dev + at_rows + c, DType::I32, {1});
+      layout.write_slots = Tensor(dev + at_write + c, DType::I32, {1});
+      layout.prefix_lens = Tensor(dev + at_prefix, DType::I32, {1});
+      layout.max_keys = keys;
+      const Tensor qkv_out[] = {q, k, v};
+      matmul_split(x, w_qkv(i), Tensor(), qkv_out);
+      cuda::qk_norm_rope_kv_write(m.ctx, q, k, v, Tensor(), Tensor(), 1e-6f, shape.n_heads, shape.n_kv_heads,
+                                  positions, inv_freq, rope, layout.write_slots, k_cache, v_cache);
+      m.attention(q, k_cache, v_cache, shape, layout, out, {});
+      matmul_add(out, w_o(i), Tensor(), scratch, resid);
+    }
+    auto graph = end_capture();
+    if (!graph.is_ok()) return graph.status().with_context("attention tuning");
+    graph.value()->replay();  // warm
+    std::vector<float> per_call;
+    for (int r = 0; r < 5; ++r) {
+      HELIUM_CUDA_CHECK(cudaEventRecord(start, m.ctx.stream));
+      graph.value()->replay();
+      HELIUM_CUDA_CHECK(cudaEventRecord(stop, m.ctx.stream));
+      HELIUM_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      HELIUM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      per_call.push_back(ms * 1000.0f / static_cast<float>(calls));
+    }
+    std::sort(per_call.begin(), per_call.end());
+    return per_call[per_call.size() / 2];
+  };
+  std::vector<cuda::PartitionTiming> timed;
+  nlohmann::json timings = nlohmann::json::array();
+  Status status = Status::ok();
+  for (int keys : key_counts) {
+    set_keys(keys);
     for (int size = 64; size <= cuda::kMaxPartitionKeys; size *= 2) {
       if ((keys + size - 1) / size > max_partitions) continue;
       // Every row of `keys` keys cut into `size`-key partitions.
@@ -457,54 +523,61 @@ Status CudaBackend::tune_attention(const AttentionShape& shape, int64_t hidden, 
       t.medium_end = size <= 128 ? 1 << 30 : 0;
       t.large_end = size <= 256 ? 1 << 30 : 0;
       m.ctx.attention_tiers = t;
-      const int calls = std::max({copies, w_copies, 12});
-      begin_capture();
-      for (int i = 0; i < calls; ++i) {
-        const int c = i % copies;
-        AttentionLayout layout;
-        layout.page_size = page_size;
-        layout.block_tables = Tensor(dev, DType::I32, {copies, pages});
-        layout.row_table = Tensor(dev + at_rows + c, DType::I32, {1});
-        layout.write_slots = Tensor(dev + at_write + c, DType::I32, {1});
-        layout.prefix_lens = Tensor(dev + at_prefix, DType::I32, {1});
-        layout.max_keys = keys;
-        const Tensor qkv_out[] = {q, k, v};
-        matmul_split(x, w_qkv(i), Tensor(), qkv_out);
-        cuda::qk_norm_rope_kv_write(m.ctx, q, k, v, Tensor(), Tensor(), 1e-6f, shape.n_heads, shape.n_kv_heads,
-                                    positions, inv_freq, rope, layout.write_slots, k_cache, v_cache);
-        m.attention(q, k_cache, v_cache, shape, layout, out, {});
-        matmul_add(out, w_o(i), Tensor(), scratch, resid);
-      }
-      auto graph = end_capture();
-      if (!graph.is_ok()) {
-        status = graph.status().with_context("attention tuning");
+      auto us = time_chain(keys);
+      if (!us.is_ok()) {
+        status = us.status();
         break;
       }
-      graph.value()->replay();  // warm
-      std::vector<float> per_call;
-      for (int r = 0; r < 5; ++r) {
-        HELIUM_CUDA_CHECK(cudaEventRecord(start, m.ctx.stream));
-        graph.value()->replay();
-        HELIUM_CUDA_CHECK(cudaEventRecord(stop, m.ctx.stream));
-        HELIUM_CUDA_CHECK(cudaEventSynchronize(stop));
-        float ms = 0;
-        HELIUM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        per_call.push_back(ms * 1000.0f / static_cast<float>(calls));
-      }
-      std::sort(per_call.begin(), per_call.end());
-      timed.push_back({keys, size, per_call[per_call.size() / 2]});
-      timings.push_back({{"keys", keys}, {"partition_keys", size}, {"us", timed.back().us}});
+      timed.push_back({keys, size, us.value()});
+      timings.push_back({{"keys", keys}, {"partition_keys", size}, {"us", us.value()}});
     }
     if (!status.is_ok()) break;
+  }
+  const cuda::PartitionTiers chosen =
+      status.is_ok() ? cuda::choose_partition_tiers(timed, m.reserved_tiers) : cuda::PartitionTiers{};
+  // o_proj's depth after attention (Context::oproj_stages) under the chosen tiers at the fewest keys, where
+  // the chain's latency is the largest part of a step: the deep ring gained on an H100 and lost on an H200
+  // (cuda_ops.cuh). Three rounds of the two depths alternating, each depth's median round.
+  int oproj = restore_oproj.kept;
+  nlohmann::json oproj_timings = nlohmann::json::array();
+  if (status.is_ok() && time_oproj) {
+    m.ctx.attention_tiers = chosen;
+    set_keys(key_counts.front());
+    const int depths[] = {restore_oproj.kept, restore_oproj.kept == 0 ? 10 : 0};
+    std::vector<float> rounds[2];
+    for (int round = 0; round < 3 && status.is_ok(); ++round)
+      for (int d = 0; d < 2; ++d) {
+        m.ctx.oproj_stages = depths[d];
+        auto us = time_chain(key_counts.front());
+        if (!us.is_ok()) {
+          status = us.status();
+          break;
+        }
+        rounds[d].push_back(us.value());
+      }
+    if (status.is_ok()) {
+      std::vector<cuda::OprojTiming> oproj_timed;
+      for (int d = 0; d < 2; ++d) {
+        std::sort(rounds[d].begin(), rounds[d].end());
+        oproj_timed.push_back({depths[d], rounds[d][rounds[d].size() / 2]});
+        oproj_timings.push_back(
+            {{"keys", key_counts.front()}, {"stages", depths[d]}, {"us", oproj_timed.back().us}});
+      }
+      oproj = cuda::choose_oproj_stages(oproj_timed, restore_oproj.kept);
+    }
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   HELIUM_RETURN_IF_ERROR(status);
-  const cuda::PartitionTiers chosen = cuda::choose_partition_tiers(timed, m.reserved_tiers);
   restore.kept = chosen;
+  restore_oproj.kept = oproj;
   nlohmann::json out_json = cache_file_header(m.info);
   out_json["tiers"] = {{"small_end", chosen.small_end}, {"medium_end", chosen.medium_end}, {"large_end", chosen.large_end}};
   out_json["timed"] = timings;
+  if (time_oproj) {
+    out_json["oproj_stages"] = oproj;
+    out_json["oproj_timed"] = oproj_timings;
+  }
   write_cache_file(path, out_json);
   return Status::ok();
 }

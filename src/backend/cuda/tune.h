@@ -53,9 +53,32 @@ struct PartitionTiming {
 // its size or a smaller one. Key counts with one size timed take it. Nothing timed: `current`.
 PartitionTiers choose_partition_tiers(std::span<const PartitionTiming> timed, const PartitionTiers& current);
 
-// The tiers of an attention tuning cache file ({"tiers": {small_end, medium_end, large_end}, ...}), checked
-// as HELIUM_CUDA_ATTN_PARTITIONS's value is (0 <= small_end <= medium_end <= large_end <= 2^30), and that a
-// row of at most max_context keys gets at most max_partitions partitions (the scratch the backend reserved).
-Result<PartitionTiers> read_attention_tuning(const nlohmann::json& cache, int64_t max_context, int64_t max_partitions);
+// o_proj's ring after decode attention (Context::oproj_stages: 0 = the one-row instance's own depth) timed
+// in the same chain, with the chosen tiers, at the fewest keys timed: µs a layer at each depth.
+struct OprojTiming {
+  int stages = 0;
+  float us = 0;
+};
+// Timings within this fraction of each other are a tie, which keeps the depth in force: on an H100 the
+// deep ring gained 0.5% of a 1K step, on an H200 it lost 0.6% (docs/benchmarks.md, thirty-fifth and
+// forty-fourth sessions), about 2% of this chain's time a layer.
+inline constexpr float kOprojTieFraction = 0.005f;
+// The depth from such timings: the fastest, unless `current` was timed within kOprojTieFraction of it.
+// Nothing timed: current.
+int choose_oproj_stages(std::span<const OprojTiming> timed, int current);
+
+// An attention tuning cache file's choices: the partition tiers, and o_proj's ring depth after attention
+// (-1 where the file has none: the Context's stays).
+struct AttentionTuning {
+  PartitionTiers tiers;
+  int oproj_stages = -1;
+};
+// The choices of an attention tuning cache file ({"tiers": {small_end, medium_end, large_end},
+// "oproj_stages": n, ...}): the tiers checked as HELIUM_CUDA_ATTN_PARTITIONS's value is (0 <= small_end <=
+// medium_end <= large_end <= 2^30) and that a row of at most max_context keys gets at most max_partitions
+// partitions (the scratch the backend reserved); the depth, where present, one HELIUM_CUDA_OPROJ_STAGES
+// takes (0, 10, 12 or 16).
+Result<AttentionTuning> read_attention_tuning(const nlohmann::json& cache, int64_t max_context,
+                                              int64_t max_partitions);
 
 }  // namespace helium::cuda

@@ -1112,9 +1112,17 @@ TEST(CudaTuneHostTest, AttentionCacheReadsBackOrNamesTheDamage) {
   const nlohmann::json good = {{"tiers", {{"small_end", 1024}, {"medium_end", 4096}, {"large_end", 16384}}}};
   auto read = cuda::read_attention_tuning(good, 32768, 64);
   ASSERT_TRUE(read.is_ok()) << read.error_message();
-  EXPECT_EQ(read.value().small_end, 1024);
-  EXPECT_EQ(read.value().medium_end, 4096);
-  EXPECT_EQ(read.value().large_end, 16384);
+  EXPECT_EQ(read.value().tiers.small_end, 1024);
+  EXPECT_EQ(read.value().tiers.medium_end, 4096);
+  EXPECT_EQ(read.value().tiers.large_end, 16384);
+  EXPECT_EQ(read.value().oproj_stages, -1);  // a file without the depth leaves the Context's
+  for (int stages : {0, 10, 12, 16}) {
+    nlohmann::json with = good;
+    with["oproj_stages"] = stages;
+    auto r = cuda::read_attention_tuning(with, 32768, 64);
+    ASSERT_TRUE(r.is_ok()) << r.error_message();
+    EXPECT_EQ(r.value().oproj_stages, stages);
+  }
   auto refused = [](const nlohmann::json& j, int64_t partitions, const std::string& says) {
     auto r = cuda::read_attention_tuning(j, 32768, partitions);
     ASSERT_FALSE(r.is_ok()) << j.dump();
@@ -1127,6 +1135,27 @@ TEST(CudaTuneHostTest, AttentionCacheReadsBackOrNamesTheDamage) {
   refused(nlohmann::json::object(), 64, "tiers");
   // 64-key partitions to 8K keys: 128 partitions, past a scratch of 64.
   refused({{"tiers", {{"small_end", 8192}, {"medium_end", 8192}, {"large_end", 16384}}}}, 64, "more than 64 partitions");
+  // A depth HELIUM_CUDA_OPROJ_STAGES does not take, or not a number.
+  nlohmann::json bad_depth = good;
+  bad_depth["oproj_stages"] = 8;
+  refused(bad_depth, 64, "oproj_stages 8 is not 0, 10, 12 or 16");
+  bad_depth["oproj_stages"] = "10";
+  refused(bad_depth, 64, "number");
+}
+
+// o_proj's depth after attention from the chain's timings (tune.h): the fastest, unless the depth in force
+// was timed within kOprojTieFraction of it; nothing timed keeps it.
+TEST(CudaTuneHostTest, OprojDepthFollowsTheTimingsPastTheTie) {
+  using T = cuda::OprojTiming;
+  // The deep ring 1% slower (the H200's sign): the one-row instance's own depth.
+  EXPECT_EQ(cuda::choose_oproj_stages(std::vector<T>{{10, 30.3f}, {0, 30.0f}}, 10), 0);
+  // 1% faster (the H100's sign): kept.
+  EXPECT_EQ(cuda::choose_oproj_stages(std::vector<T>{{10, 29.7f}, {0, 30.0f}}, 10), 10);
+  // Within the tie either way: the depth in force.
+  EXPECT_EQ(cuda::choose_oproj_stages(std::vector<T>{{10, 30.1f}, {0, 30.0f}}, 10), 10);
+  EXPECT_EQ(cuda::choose_oproj_stages(std::vector<T>{{0, 30.1f}, {10, 30.0f}}, 0), 0);
+  EXPECT_EQ(cuda::choose_oproj_stages(std::vector<T>{{0, 30.3f}, {10, 30.0f}}, 0), 10);
+  EXPECT_EQ(cuda::choose_oproj_stages(std::vector<T>{}, 10), 10);
 }
 
 // The tuner end to end on the GPU (a short context, so that it times 1,024 and 2,048 keys): it writes its
