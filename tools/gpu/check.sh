@@ -76,9 +76,11 @@ HELIUM_CUDA_QKV_PROLOGUE=on run models_test_qkv_prologue 120 "$BIN/models_test" 
 # The goldens with one-row matmuls on the four-row instance (the one-row instance is the default;
 # cuda_matmul_test checks that the two give the same bits).
 HELIUM_CUDA_MMA_ONE_ROW=0 run models_test_four_row 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
-# The goldens with o_proj on the one-row instance's spread ring (Context::oproj_stages, 10 by default;
-# cuda_matmul_test checks that the depths give the same bits).
+# The goldens with o_proj on the one-row instance's spread ring and on the deep one, each set by hand
+# (Context::oproj_stages: 10 before tuning, the attention tuner picks 0 or 10 per GPU; cuda_matmul_test
+# checks that the depths give the same bits).
 HELIUM_CUDA_OPROJ_STAGES=0 run models_test_oproj_shallow 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
+HELIUM_CUDA_OPROJ_STAGES=10 run models_test_oproj_deep 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'
 # The goldens with o_proj splitting its x itself (the attention merge writes the split by default;
 # cuda_fused_test checks that the two give the same bits).
 HELIUM_CUDA_ATTN_SPLIT=off run models_test_no_attention_split 120 "$BIN/models_test" --gtest_brief=1 --gtest_filter='*cuda*'

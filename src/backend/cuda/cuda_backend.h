@@ -92,6 +92,9 @@ class CudaBackend final : public Backend {
                                           int64_t max_context) const;
   // The partition tiers decode attention uses now (the defaults, HELIUM_CUDA_ATTN_PARTITIONS's, or the tuner's).
   std::array<int, 3> attention_partition_tiers() const;
+  // o_proj's ring depth after decode attention now (Context::oproj_stages: the default,
+  // HELIUM_CUDA_OPROJ_STAGES's, or the tuner's).
+  int attention_oproj_stages() const;
   void begin_capture() override;
   Result<std::unique_ptr<OpGraph>> end_capture() override;
   // Matmuls launched on the layer stream so far (one-row decode matmuls queued and launched together;

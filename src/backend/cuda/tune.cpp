@@ -366,6 +366,8 @@ std::string CudaBackend::attention_tuning_cache_path(const AttentionShape& shape
   return cache_file_path(impl_->info, "attention_", key.str());
 }
 
+int CudaBackend::attention_oproj_stages() const { return impl_->ctx.oproj_stages; }
+
 std::array<int, 3> CudaBackend::attention_partition_tiers() const {
   const cuda::PartitionTiers& t = impl_->ctx.attention_tiers;
   return {t.small_end, t.medium_end, t.large_end};

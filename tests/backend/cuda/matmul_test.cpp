@@ -1159,8 +1159,9 @@ TEST(CudaTuneHostTest, OprojDepthFollowsTheTimingsPastTheTie) {
 }
 
 // The tuner end to end on the GPU (a short context, so that it times 1,024 and 2,048 keys): it writes its
-// cache and sets tiers the scratch holds; the next start reads the cache (a hand-edited valid file is taken
-// as it is); a damaged file is timed again and rewritten.
+// cache and sets tiers the scratch holds and o_proj's depth (0 or 10, timed at 1,024 keys); the next start
+// reads the cache (a hand-edited valid file is taken as it is); a damaged file, or one without the depth, is
+// timed again and rewritten; a depth set by hand is neither timed nor replaced.
 TEST_F(CudaMatmulTest, AttentionTunerCachesItsTiersAndRetimesADamagedCache) {
   const std::string dir = ::testing::TempDir() + "helium-attention-tune-" + std::to_string(::getpid());
   const char* saved = std::getenv("HELIUM_CACHE_DIR");
@@ -1187,10 +1188,43 @@ TEST_F(CudaMatmulTest, AttentionTunerCachesItsTiersAndRetimesADamagedCache) {
   EXPECT_EQ(tiers[1], cache["tiers"]["medium_end"].get<int>());
   EXPECT_EQ(tiers[2], cache["tiers"]["large_end"].get<int>());
   EXPECT_LE(cuda::max_partition_count(2048, cuda::PartitionTiers{tiers[0], tiers[1], tiers[2]}), 32);
+  const int depth = cache.at("oproj_stages").get<int>();
+  EXPECT_TRUE(depth == 0 || depth == 10) << depth;
+  EXPECT_EQ(b.attention_oproj_stages(), depth);
+  ASSERT_EQ(cache.at("oproj_timed").size(), 2u);  // 0 and 10 stages at 1,024 keys
+  EXPECT_EQ(cache["oproj_timed"][0]["keys"].get<int>(), 1024);
   // A valid file is read, not re-timed.
-  std::ofstream(path) << R"({"tiers": {"small_end": 0, "medium_end": 2048, "large_end": 2048}})";
+  const int other = depth == 0 ? 10 : 0;
+  std::ofstream(path) << R"({"tiers": {"small_end": 0, "medium_end": 2048, "large_end": 2048},)"
+                      << R"( "oproj_stages": )" << other << "}";
   ASSERT_TRUE(b.tune_attention(shape, 4096, DType::BF16, 16, 2048, false).is_ok());
   EXPECT_EQ(b.attention_partition_tiers(), (std::array<int, 3>{0, 2048, 2048}));
+  EXPECT_EQ(b.attention_oproj_stages(), other);
+  // A file without the depth (written while it was set by hand): timed again.
+  std::ofstream(path) << R"({"tiers": {"small_end": 0, "medium_end": 2048, "large_end": 2048}})";
+  ASSERT_TRUE(b.tune_attention(shape, 4096, DType::BF16, 16, 2048, false).is_ok());
+  {
+    std::ifstream again(path);
+    const nlohmann::json j = nlohmann::json::parse(again);
+    EXPECT_EQ(j.at("timed").size(), 8u);
+    EXPECT_EQ(b.attention_oproj_stages(), j.at("oproj_stages").get<int>());
+  }
+  // The depth set by hand: the tiers timed, the depth neither timed, written nor replaced by the file's.
+  setenv("HELIUM_CUDA_OPROJ_STAGES", "12", 1);
+  auto by_hand = CudaBackend::create(o);
+  unsetenv("HELIUM_CUDA_OPROJ_STAGES");
+  ASSERT_TRUE(by_hand.is_ok()) << by_hand.error_message();
+  setenv("HELIUM_CUDA_OPROJ_STAGES", "12", 1);
+  const bool tuned = by_hand.value()->tune_attention(shape, 4096, DType::BF16, 16, 2048, true).is_ok();
+  unsetenv("HELIUM_CUDA_OPROJ_STAGES");
+  ASSERT_TRUE(tuned);
+  EXPECT_EQ(by_hand.value()->attention_oproj_stages(), 12);
+  {
+    std::ifstream again(path);
+    const nlohmann::json j = nlohmann::json::parse(again);
+    EXPECT_EQ(j.at("timed").size(), 8u);
+    EXPECT_FALSE(j.contains("oproj_stages"));
+  }
   // Damaged (cut short; tiers out of order): timed again, the file rewritten.
   for (const char* text : {R"({"tiers": {"small_end": 10)", R"({"tiers": {"small_end": 2048, "medium_end": 1024, "large_end": 4096}})"}) {
     std::ofstream(path) << text;
