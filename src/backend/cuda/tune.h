@@ -61,14 +61,14 @@ struct OprojTiming {
 };
 // Timings within this fraction of each other are a tie, which keeps the depth in force: on an H100 the
 // deep ring gained 0.5% of a 1K step, on an H200 it lost 0.6% (docs/benchmarks.md, thirty-fifth and
-// forty-fourth sessions), about 2% of this chain's time a layer.
+// forty-fourth sessions): ~0.7 µs a layer either way, a few percent of this chain's layer.
 inline constexpr float kOprojTieFraction = 0.005f;
 // The depth from such timings: the fastest, unless `current` was timed within kOprojTieFraction of it.
 // Nothing timed: current.
 int choose_oproj_stages(std::span<const OprojTiming> timed, int current);
 
 // An attention tuning cache file's choices: the partition tiers, and o_proj's ring depth after attention
-// (-1 where the file has none: the Context's stays).
+// (-1 where the file has none: the tuner times it again unless HELIUM_CUDA_OPROJ_STAGES sets it).
 struct AttentionTuning {
   PartitionTiers tiers;
   int oproj_stages = -1;
