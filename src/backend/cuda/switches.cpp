@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -34,7 +35,7 @@ Status read_integer(const char* variable, const char* what, long lo, long hi, lo
 namespace {
 
 // One of a list of spellings; unset or empty leaves `value` as it is.
-Status read_choice(const char* variable, std::initializer_list<std::pair<std::string_view, int>> choices,
+Status read_choice(const char* variable, std::span<const std::pair<std::string_view, int>> choices,
                    const char* listed, int& value) {
   const char* env = std::getenv(variable);
   if (env == nullptr || *env == '\0') return Status::ok();
@@ -47,14 +48,24 @@ Status read_choice(const char* variable, std::initializer_list<std::pair<std::st
   }
   return Status::error(std::string(variable) + " must be " + listed + ", not '" + std::string(v) + "'");
 }
+Status read_choice(const char* variable, std::initializer_list<std::pair<std::string_view, int>> choices,
+                   const char* listed, int& value) {
+  return read_choice(variable, std::span(choices.begin(), choices.size()), listed, value);
+}
 
 }  // namespace
+
+bool is_oproj_stages_choice(int stages) {
+  for (const auto& [name, choice] : kOprojStagesChoices)
+    if (choice == stages) return true;
+  return false;
+}
 
 Status read_matmul_switches(Context& ctx) {
   HELIUM_RETURN_IF_ERROR(read_choice("HELIUM_CUDA_MMA_ONE_ROW", {{"0", 0}, {"6", 6}, {"7", 7}, {"8", 8}},
                                      "0, 6, 7 or 8", ctx.mma_one_row_stages));
-  HELIUM_RETURN_IF_ERROR(read_choice("HELIUM_CUDA_OPROJ_STAGES", {{"0", 0}, {"10", 10}, {"12", 12}, {"16", 16}},
-                                     "0, 10, 12 or 16", ctx.oproj_stages));
+  HELIUM_RETURN_IF_ERROR(read_choice("HELIUM_CUDA_OPROJ_STAGES", kOprojStagesChoices, kOprojStagesListed,
+                                     ctx.oproj_stages));
   long blocks = ctx.mma_one_row_blocks;
   HELIUM_RETURN_IF_ERROR(read_integer("HELIUM_CUDA_MMA_BLOCKS", "a block count", 1, 4, blocks));
   ctx.mma_one_row_blocks = static_cast<int>(blocks);

@@ -16,6 +16,7 @@
 #include "core/cache_dir.h"
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/switches.h"
 #include "backend/cuda/tune.h"
 
 namespace helium {
@@ -217,10 +218,9 @@ Result<cuda::AttentionTuning> cuda::read_attention_tuning(const nlohmann::json& 
     if (!parse_partition_tiers(text.c_str(), t)) return Status::error("tiers " + text + " out of order or range");
     if (cache.contains("oproj_stages")) {
       tuning.oproj_stages = cache.at("oproj_stages").get<int>();
-      if (tuning.oproj_stages != 0 && tuning.oproj_stages != 10 && tuning.oproj_stages != 12 &&
-          tuning.oproj_stages != 16)
-        return Status::error("oproj_stages " + std::to_string(tuning.oproj_stages) +
-                             " is not 0, 10, 12 or 16");
+      if (!is_oproj_stages_choice(tuning.oproj_stages))
+        return Status::error("oproj_stages " + std::to_string(tuning.oproj_stages) + " is not " +
+                             kOprojStagesListed);
     }
   } catch (const nlohmann::json::exception& e) {
     return Status::error(e.what());

@@ -1115,7 +1115,7 @@ TEST(CudaTuneHostTest, AttentionCacheReadsBackOrNamesTheDamage) {
   EXPECT_EQ(read.value().tiers.small_end, 1024);
   EXPECT_EQ(read.value().tiers.medium_end, 4096);
   EXPECT_EQ(read.value().tiers.large_end, 16384);
-  EXPECT_EQ(read.value().oproj_stages, -1);  // a file without the depth leaves the Context's
+  EXPECT_EQ(read.value().oproj_stages, -1);  // a file without the depth (the tuner then times it)
   for (int stages : {0, 10, 12, 16}) {
     nlohmann::json with = good;
     with["oproj_stages"] = stages;
