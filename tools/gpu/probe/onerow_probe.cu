@@ -405,6 +405,8 @@ int main(int argc, char** argv) {
                      first ? "" : ",\n", sh.name, variant, per_sm, us, gbps / copy);
         first = false;
       }
+      std::fflush(stdout);  // each row kept if a time limit kills the probe
+      if (js) std::fflush(js);
     };
     for (int per_sm : {2, 3}) report("stream", per_sm, time_stream(sh, w, sink, per_sm));
     for (int per_sm : {2, 3}) {
